@@ -1,0 +1,257 @@
+"""Input checks shared by every public function of qtheory.
+
+Each checker returns the value converted to a plain Python or NumPy type and raises
+``ValueError`` (never ``TypeError``, never a silent fix) with a message that names the
+parameter and its valid range.  Keeping them in one place gives the whole package one
+voice: ``lam`` must satisfy ``0 <= lam < 1`` everywhere, ``p`` lies in ``[0, 1]``
+everywhere, and so on.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_real",
+    "check_lam",
+    "check_p",
+    "check_positive_int",
+    "check_n_stations",
+    "check_times",
+    "check_s0",
+    "check_seed",
+]
+
+
+def _as_float(value, name):
+    """Convert a real scalar to float; reject bools, strings, arrays and complex."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a real number, got the bool {value!r}")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    x = float(value)
+    if math.isnan(x):
+        raise ValueError(f"{name} must be a real number, got NaN")
+    return x
+
+
+def check_real(value, name, *, low=-math.inf, high=math.inf,
+               low_open=False, high_open=False):
+    """Check that ``value`` is a finite-or-bounded real number in an interval.
+
+    Parameters
+    ----------
+    value : object
+        The candidate.
+    name : str
+        The parameter's name, used in the error message.
+    low, high : float
+        Interval bounds.
+    low_open, high_open : bool
+        Whether the corresponding bound is excluded.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a real number, is NaN, or lies outside the interval.
+    """
+    x = _as_float(value, name)
+    lo_ok = x > low if low_open else x >= low
+    hi_ok = x < high if high_open else x <= high
+    if not (lo_ok and hi_ok):
+        lb = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        raise ValueError(f"{name} must lie in {lb}{low:g}, {high:g}{rb}, got {x!r}")
+    return x
+
+
+def check_lam(lam, name="lam"):
+    """Check an arrival rate per station: a real number with ``0 <= lam < 1``.
+
+    A value such as ``1 - 1e-17`` is stored as exactly 1.0 in double precision; the
+    message says so, since the user may not have typed 1.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is not a real number, is NaN, negative, or at least 1 (the system
+        is unstable at ``lam >= 1``: total capacity per station is 1).
+    """
+    x = _as_float(lam, name)
+    if x < 0.0 or x >= 1.0:
+        extra = ""
+        if x == 1.0:
+            extra = (" (the value is 1.0 in double precision; 1 - lam must be at "
+                     "least about 1.1e-16 to be representable)")
+        raise ValueError(
+            f"{name} must satisfy 0 <= {name} < 1 (load per unit of capacity; the "
+            f"system is unstable at {name} >= 1), got {x!r}{extra}"
+        )
+    return x
+
+
+def check_p(p, name="p"):
+    """Check a centralization fraction: a real number with ``0 <= p <= 1``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``p`` is not a real number, is NaN, or lies outside ``[0, 1]``.
+    """
+    return check_real(p, name, low=0.0, high=1.0)
+
+
+def check_positive_int(value, name, *, minimum=1):
+    """Check a whole number ``>= minimum`` (Python or NumPy integer; no bools, no floats).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer or is below ``minimum``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(
+            f"{name} must be an integer >= {minimum}, got {type(value).__name__} "
+            f"{value!r}"
+        )
+    v = int(value)
+    if v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {v}")
+    return v
+
+
+def check_n_stations(n_stations, name="n_stations"):
+    """Check the number of stations N: an integer ``>= 1``."""
+    return check_positive_int(n_stations, name, minimum=1)
+
+
+def check_times(times, name="times"):
+    """Check a grid of observation times.
+
+    Parameters
+    ----------
+    times : array_like of float, shape (m,)
+        Times in mean service times; finite, non-negative and non-decreasing.
+
+    Returns
+    -------
+    ndarray of float64, shape (m,)
+
+    Raises
+    ------
+    ValueError
+        If ``times`` is not a non-empty one-dimensional array of finite, non-negative,
+        non-decreasing numbers.
+    """
+    try:
+        t = np.asarray(times, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
+    if t.ndim == 0:
+        t = t.reshape(1)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    if np.any(t < 0):
+        raise ValueError(f"{name} must be non-negative, got minimum {t.min()!r}")
+    if np.any(np.diff(t) < 0):
+        raise ValueError(f"{name} must be non-decreasing")
+    return t
+
+
+def check_s0(s0, name="s0", *, atol=1e-12):
+    """Check an initial occupancy vector of tail fractions.
+
+    Parameters
+    ----------
+    s0 : array_like of float, shape (levels,)
+        ``s0[i]`` is the fraction of stations with at least ``i`` jobs: ``s0[0] == 1``,
+        entries in ``[0, 1]``, non-increasing, with finite sum (finite mean queue).
+    atol : float
+        Slack allowed for rounding in the range and monotonicity checks.
+
+    Returns
+    -------
+    ndarray of float64, shape (levels,)
+        A copy with trailing zeros removed (at least ``[1.0]``).
+
+    Raises
+    ------
+    ValueError
+        If any of the conditions above fails.
+    """
+    try:
+        s = np.array(s0, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError(f"{name} must be finite (no NaN or inf); infinite mass is not "
+                         "a valid state")
+    if s[0] != 1.0:
+        raise ValueError(f"{name}[0] must equal 1 (every station has at least 0 jobs), "
+                         f"got {s[0]!r}")
+    if np.any(s < -atol) or np.any(s > 1 + atol):
+        raise ValueError(f"{name} entries must lie in [0, 1]")
+    if np.any(np.diff(s) > atol):
+        i = int(np.argmax(np.diff(s) > atol))
+        raise ValueError(f"{name} must be non-increasing; {name}[{i + 1}] = "
+                         f"{s[i + 1]!r} > {name}[{i}] = {s[i]!r}")
+    s = np.clip(s, 0.0, 1.0)
+    nz = np.flatnonzero(s > 0)
+    return s[: nz[-1] + 1].copy()
+
+
+def check_seed(seed, name="seed"):
+    """Turn ``seed`` into a :class:`numpy.random.SeedSequence`.
+
+    Parameters
+    ----------
+    seed : None, int >= 0, or numpy.random.SeedSequence
+        ``None`` draws fresh entropy from the operating system (the result is then not
+        reproducible; the entropy is recorded in the returned sequence).
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` is negative or of another type.
+    """
+    if seed is None:
+        return np.random.SeedSequence()
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"{name} must be None, a non-negative integer or a "
+                         f"numpy.random.SeedSequence, got {type(seed).__name__}")
+    if int(seed) < 0:
+        raise ValueError(f"{name} must be non-negative, got {int(seed)}")
+    return np.random.SeedSequence(int(seed))
