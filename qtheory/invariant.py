@@ -1,0 +1,333 @@
+r"""The invariant state of the fluid model and its heavy-traffic asymptotics.
+
+Notation (see the book's chapter *The invariant state*): ``lam`` is the arrival rate per
+station, ``p`` the centralization fraction, :math:`r = \lambda/(1-p)`.  Balance of the
+flow across level :math:`i` on every level that the central server drains gives
+
+.. math:: \lambda s_{i-1} = (1-p) s_i + p, \qquad s_0 = 1,
+
+whose solution, written so that it is stable in floating point, is
+
+.. math:: s_i = \frac{(\lambda - p) - (1-\lambda)\, r\, G_{i-1}}{1-p},
+   \qquad G_k = \sum_{j<k} r^j = \frac{\operatorname{expm1}(k \log r)}{r-1},
+
+for :math:`1 \le i \le i^*`, and :math:`s_i = 0` beyond the top level :math:`i^*`.
+Source: Tsitsiklis and Xu (2012), Theorem 3.3 and eq. (3.5); Xu (2011), Ch. 3.
+
+All functions take scalars.  The float path is accurate to about 1e-13 relative error
+in the mean; when the top level is very high (more than ``_MP_LEVELS`` levels, which
+happens only when ``p`` is tiny and ``lam + p`` is close to 1) the mean is evaluated in
+closed form with 50-digit arithmetic (mpmath) instead of summing levels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+
+from ._validation import check_lam, check_p, check_positive_int
+
+__all__ = [
+    "invariant_state",
+    "top_level",
+    "mean_queue_length",
+    "heavy_traffic_scaling",
+    "mm1_mean_queue_length",
+]
+
+_EPS = np.finfo(np.float64).eps
+# Above this many levels the mean is computed in closed form rather than by summing.
+_MP_LEVELS = 200_000
+# Slack, in units of the rounding error bound, below which s_i counts as zero.
+_ZERO_SLACK = 16.0
+
+
+def _delta(lam, p):
+    """r - 1 = (lam + p - 1) / (1 - p), as accurately as double precision allows."""
+    # lam - (1 - p) is exact when lam and 1 - p are within a factor 2 (Sterbenz).
+    return (lam - (1.0 - p)) / (1.0 - p)
+
+
+def _geometric(k, delta):
+    """G_k = sum_{j<k} r**j with r = 1 + delta, for integer array or scalar k >= 0."""
+    k = np.asarray(k, dtype=np.float64)
+    if delta == 0.0:
+        return k
+    return np.expm1(k * math.log1p(delta)) / delta
+
+
+def _levels(lam, p, i):
+    """Unclipped s_i and a rounding-error bound, for integer array i >= 1."""
+    a = 1.0 - lam
+    b = 1.0 - p
+    delta = _delta(lam, p)
+    r = lam / b
+    tail = a * r * _geometric(np.asarray(i) - 1, delta)  # (1 - lam) r G_{i-1}
+    s = ((lam - p) - tail) / b
+    err = _ZERO_SLACK * _EPS * (lam + np.abs(tail)) / b
+    err = np.where(np.asarray(i) == 1, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
+    return s, err
+
+
+def _top_level_checked(lam, p):
+    if p == 0.0:
+        return None  # infinitely many levels: s_i = lam**i > 0 for all i (if lam > 0)
+    if lam <= p:
+        return 0
+    b = 1.0 - p
+    delta = _delta(lam, p)
+    # s_i > 0  <=>  i < L = log(p/(1-lam)) / log(r), for r != 1; L = (1-p)/p at r = 1.
+    if delta == 0.0:
+        guess = b / p
+    else:
+        guess = (math.log(p) - math.log1p(-lam)) / math.log1p(delta)
+    k = max(int(math.ceil(guess)) - 1, 1)
+
+    def positive(i):
+        s, err = _levels(lam, p, np.array([i]))
+        return bool(s[0] > err[0])
+
+    # The guess is right to within rounding; walk to the exact boundary.
+    while k > 1 and not positive(k):
+        k -= 1
+    while positive(k + 1):
+        k += 1
+    return k
+
+
+def top_level(lam, p):
+    r"""Top occupied level :math:`i^*` of the invariant state.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station (jobs per mean service time), ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p <= 1``.
+
+    Returns
+    -------
+    int
+        :math:`i^* = \max\{i : s_i > 0\} = \lceil \log_r (p/(1-\lambda)) \rceil - 1`
+        with :math:`r = \lambda/(1-p)`; 0 when ``lam <= p`` (the central server absorbs
+        all the work).  When ``p/(1-lam)`` is an exact power of ``r`` the level where
+        :math:`s_i` would be exactly zero is not counted.  Values of :math:`s_i` within
+        rounding error of zero count as zero.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``[0, 1)``, ``p`` outside ``[0, 1]``, or ``p == 0`` (then
+        every level is occupied: :math:`s_i = \lambda^i`).
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Theorem 3.3 (the invariant state, eq. 3.5 and 3.6).
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if p == 0.0:
+        raise ValueError(
+            "top_level is undefined for p = 0: without a central server every level is "
+            "occupied (s_i = lam**i); use p in (0, 1]"
+        )
+    return _top_level_checked(lam, p)
+
+
+def invariant_state(lam, p, *, max_levels=10_000_000):
+    r"""Invariant state :math:`s^I` of the fluid model, as tail fractions.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+    max_levels : int, optional
+        Largest number of levels returned.  For ``p = 0`` the state
+        :math:`s_i = \lambda^i` has infinitely many positive entries and is truncated
+        where :math:`\lambda^i` underflows below 1e-300 (or at ``max_levels``).
+
+    Returns
+    -------
+    s : ndarray of float64, shape (i* + 1,)
+        ``s[0] == 1`` and ``s[i]`` is the fraction of stations with at least ``i`` jobs
+        for ``i = 1..i*``; every entry is positive and the array is strictly decreasing.
+        ``s[i] = 0`` for ``i > i*`` is implied.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` or ``p`` are out of range, or if ``p > 0`` and ``i*`` exceeds
+        ``max_levels`` (use :func:`mean_queue_length`, which needs no array).
+
+    Notes
+    -----
+    Balance of flow across each level drained by the central server gives
+    :math:`\lambda s_{i-1} = (1-p) s_i + p`; with :math:`s_0 = 1` and
+    :math:`r = \lambda/(1-p)`, :math:`s_i = s^* + (1-s^*) r^i` with
+    :math:`s^* = p/(\lambda+p-1)`.  That form divides by zero on the line
+    :math:`\lambda + p = 1`, so it is evaluated through the stable geometric sum
+    ``expm1(k log1p(r - 1)) / (r - 1)`` instead.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Theorem 3.3, eq. (3.5); Xu (2011), Section 3.3.
+
+    Examples
+    --------
+    >>> invariant_state(0.7, 0.2).round(5)
+    array([1.     , 0.625  , 0.29688, 0.0098 ])
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    max_levels = check_positive_int(max_levels, "max_levels")
+    if p == 0.0:
+        if lam == 0.0:
+            return np.ones(1)
+        n = min(max_levels, int(math.floor(-300.0 * math.log(10) / math.log(lam))))
+        return lam ** np.arange(n + 1, dtype=np.float64)
+    k = _top_level_checked(lam, p)
+    if k > max_levels:
+        raise ValueError(
+            f"the invariant state at lam={lam!r}, p={p!r} has {k} levels, more than "
+            f"max_levels={max_levels}; raise max_levels or use mean_queue_length"
+        )
+    s = np.empty(k + 1)
+    s[0] = 1.0
+    if k:
+        s[1:], _ = _levels(lam, p, np.arange(1, k + 1))
+    return s
+
+
+def _mean_closed_form_mp(lam, p, k):
+    """Sum_{i=1}^k s_i in 50-digit arithmetic (exact float inputs, no cancellation)."""
+    with mpmath.workdps(50):
+        L, P = mpmath.mpf(lam), mpmath.mpf(p)
+        a, b = 1 - L, 1 - P
+        d = L - b
+        if d == 0:
+            v = k - P * k * (k + 1) / (2 * b)
+        else:
+            r = L / b
+            v = L * a * (1 - r**k) / d**2 + P * k / d
+        return float(v)
+
+
+def mean_queue_length(lam, p):
+    r"""Mean number of jobs per station in the invariant state, :math:`v^I_1`.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    float
+        :math:`\sum_{i=1}^{i^*} s_i`; equal to :math:`\lambda/(1-\lambda)` (M/M/1) when
+        ``p = 0`` and to 0 when ``lam <= p``.  In closed form, for
+        :math:`\lambda + p \ne 1`,
+        :math:`\lambda(1-\lambda)(1-r^{i^*})/(1-p-\lambda)^2 - p\, i^*/(1-p-\lambda)`.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``[0, 1)`` or ``p`` outside ``[0, 1]``.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Theorem 3.3 and Section 3.3 (the phase transition).
+
+    Examples
+    --------
+    >>> round(mean_queue_length(0.99, 0.05), 4)
+    24.0298
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if p == 0.0:
+        return lam / (1.0 - lam)
+    k = _top_level_checked(lam, p)
+    if k == 0:
+        return 0.0
+    if k > _MP_LEVELS:
+        return _mean_closed_form_mp(lam, p, k)
+    s, _ = _levels(lam, p, np.arange(1, k + 1))
+    return math.fsum(s)
+
+
+def heavy_traffic_scaling(lam, p):
+    r"""The heavy-traffic scale :math:`\log_{1/(1-p)} \frac{1}{1-\lambda}`.
+
+    As :math:`\lambda \to 1` with ``p > 0`` fixed, the mean queue length of the
+    invariant state grows like this quantity (their ratio tends to 1, slowly), against
+    :math:`1/(1-\lambda)` without centralization.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p <= 1``.
+
+    Returns
+    -------
+    float
+        ``log1p(-lam) / log1p(-p)``, computed with ``log1p`` so that tiny ``p`` (down
+        to 1e-300) and ``lam`` near 1 keep full precision; 0 when ``p = 1``.
+
+    Raises
+    ------
+    ValueError
+        If ``p == 0``, where the logarithm's base is 1 and the scale is undefined (the
+        mean is then :math:`\lambda/(1-\lambda)`: see :func:`mm1_mean_queue_length`);
+        or if ``lam`` or ``p`` are out of range.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Theorem 3.4 (the phase transition at p = 0).
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if p == 0.0:
+        raise ValueError(
+            "heavy_traffic_scaling is undefined for p = 0 (logarithm to base 1); "
+            "without centralization the mean queue is lam/(1 - lam), see "
+            "mm1_mean_queue_length; use p in (0, 1]"
+        )
+    if p == 1.0:
+        return 0.0
+    return math.log1p(-lam) / math.log1p(-p)
+
+
+def mm1_mean_queue_length(lam):
+    r"""Mean number in an M/M/1 queue with load ``lam``: :math:`\lambda/(1-\lambda)`.
+
+    This is the mean queue per station of the fully distributed system (``p = 0``),
+    exact for every number of stations.
+
+    Parameters
+    ----------
+    lam : float
+        Load, ``0 <= lam < 1``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``[0, 1)``.
+
+    References
+    ----------
+    Any queueing textbook, e.g. Kleinrock, *Queueing Systems* vol. 1 (1975), eq. (3.24).
+    """
+    lam = check_lam(lam)
+    return lam / (1.0 - lam)
