@@ -89,12 +89,27 @@ def _top_level_checked(lam, p):
         s, err = _levels(lam, p, np.array([i]))
         return bool(s[0] > err[0])
 
-    # The guess is right to within rounding; walk to the exact boundary.
-    while k > 1 and not positive(k):
-        k -= 1
-    while positive(k + 1):
-        k += 1
-    return k
+    # The guess can be off where r - 1 is tiny and inexact; s_i is decreasing in i, so
+    # gallop from the guess to bracket the boundary, then bisect: lo positive, hi not.
+    if not positive(1):
+        return 0
+    if positive(k):
+        lo, step = k, 1
+        while positive(lo + step):
+            lo, step = lo + step, 2 * step
+        hi = lo + step
+    else:
+        hi, step = k, 1
+        while hi - step > 1 and not positive(hi - step):
+            hi, step = hi - step, 2 * step
+        lo = max(hi - step, 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if positive(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def top_level(lam, p):

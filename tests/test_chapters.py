@@ -1,0 +1,113 @@
+"""Every chapter of the book executes in a fresh kernel from its own folder.
+
+Each chapter listed in _toc.yml that is a MyST Markdown notebook is read exactly as the
+book build reads it (MyST-NB's reader), executed with a per-cell and a per-chapter timeout,
+and fails the test on any exception (cells tagged ``raises-exception`` excepted).  A
+successful execution is stored in the book's execution cache (_build/.jupyter_cache),
+which scripts/cache_guard.py wipes whenever qtheory changes: the book build that follows
+in CI then reuses these executions instead of running every chapter a second time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER_TIMEOUT = 600  # seconds for a whole chapter; cold numba compiles included
+CELL_TIMEOUT = 300  # seconds for one cell, as in _config.yml
+
+
+def _toc_files(node):
+    if isinstance(node, dict):
+        if "file" in node:
+            yield node["file"]
+        for value in node.values():
+            yield from _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _toc_files(item)
+
+
+def _chapters():
+    from myst_nb.core.read import is_myst_markdown_notebook
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"], *_toc_files(toc.get("parts", toc.get("chapters", [])))]
+    out = []
+    for f in files:
+        path = ROOT / (f if f.endswith(".md") else f + ".md")
+        if path.exists() and is_myst_markdown_notebook(path.read_text()):
+            out.append(path)
+    return out
+
+
+def _md_config():
+    from myst_parser.config.main import MdParserConfig
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    exts = cfg.get("parse", {}).get("myst_enable_extensions", [])
+    return MdParserConfig(enable_extensions=set(exts))
+
+
+def _load_guard():
+    spec = importlib.util.spec_from_file_location("cache_guard",
+                                                  ROOT / "scripts" / "cache_guard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CHAPTERS = _chapters()
+
+
+@pytest.fixture(scope="module")
+def cache():
+    from jupyter_cache import get_cache
+
+    guard = _load_guard()
+    guard.ensure_fresh()
+    return get_cache(str(guard.CACHE))
+
+
+def test_toc_lists_notebook_chapters():
+    names = {p.stem for p in CHAPTERS}
+    assert {"intro", "invariant"} <= names, names
+
+
+@pytest.mark.chapters
+@pytest.mark.timeout(CHAPTER_TIMEOUT)
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_executes(path, cache):
+    from jupyter_cache.base import CacheBundleIn
+    from jupyter_cache.executors.utils import single_nb_execution
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    nb = read_myst_markdown_notebook(path.read_text(), _md_config(), path=str(path))
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    if os.environ.get("QTHEORY_FORCE_EXECUTE") != "1":
+        try:
+            cache.match_cache_notebook(nb)
+            pytest.skip(f"{path.name}: executed successfully with the same code and the "
+                        "same qtheory sources (QTHEORY_FORCE_EXECUTE=1 to re-run)")
+        except KeyError:
+            pass
+    result = single_nb_execution(nb, cwd=str(path.parent), timeout=CELL_TIMEOUT,
+                                 allow_errors=False)
+    if result.err is not None:
+        pytest.fail(f"chapter {path.relative_to(ROOT)} raised "
+                    f"{type(result.err).__name__}:\n{result.exc_string}", pytrace=False)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.get("metadata", {}).get("tags", [])
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors or "raises-exception" in tags, (path.name, cell.source[:80])
+    cache.cache_notebook_bundle(
+        CacheBundleIn(nb, str(path), data={"execution_seconds": result.time}),
+        check_validity=False, overwrite=True)
+    print(f"{path.name}: executed in {result.time:.1f} s")
