@@ -4,7 +4,7 @@ State representation
 --------------------
 The system of N stations is kept *sorted by queue length*:
 
-``L`` : int32[N]
+``L`` : uint8[N] (uint16 or int32 when queues grow longer)
     ``L[j]`` is the queue length at sorted position ``j``; ``L`` is non-decreasing, so
     the stations with at least ``k`` jobs occupy the last ``cnt[k]`` positions.
 ``cnt`` : int64[cap]
@@ -15,7 +15,7 @@ A uniformly chosen station is a uniformly chosen *position* ``j``; its level is 
 ``L[j]``.  Moving a station from level ``k`` to ``k + 1`` changes only the last position
 of the block of level ``k`` (``N - cnt[k+1] - 1``); moving one from ``k`` to ``k - 1``
 changes only the first position of the block of level ``k`` (``N - cnt[k]``).  So every
-event costs O(1) whatever N is, and memory is one int32 per station.  When station
+event costs O(1) whatever N is, and memory is one byte per station while no queue exceeds 254 jobs.  When station
 identities are wanted (``track``), ``perm[j]`` is the station at position ``j`` and
 ``pos`` its inverse; a move then swaps the chosen station with the block's end first.
 
@@ -39,9 +39,16 @@ Time averages
 Given n events in a time window of length T, the event epochs are uniform order
 statistics, so each of the n + 1 states visited has expected sojourn T/(n + 1): the
 *step average* over those n + 1 states is the conditional expectation of the time
-average (exact, and with less variance than the time average itself).  Step integrals
-are accumulated lazily: ``acc[k] += cnt[k] * (clock - last[k])`` only when ``cnt[k]``
-changes, so the cost per event stays O(1).
+average (exact, and with less variance than the time average itself).  The step integral
+of ``cnt[k]`` is kept by parts: with the state after the event at clock t occupying the
+step interval [t, t + 1),
+
+    integral_0^W cnt[k] = cnt[k](end) * W - sum over changes (d * t),
+
+so each event adds ``d * clock`` (d = +1, -1 or 0) to one integer ``acc[idx]``: O(1) per
+event, no floating point, no per-level timestamps.  ``flush`` evaluates the formula and
+restarts the window; the caller flushes after every chunk so that ``acc`` stays far from
+int64 overflow.
 
 Reference: MODEL.md section 3; Tsitsiklis and Xu (2012), Section 4 (the uniformized
 construction); uniformization: Jensen (1953), Stewart (1994) Ch. 8.
@@ -90,8 +97,8 @@ def _next_double(rng):
 
 
 @jit
-def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
-               track, perm, pos):
+def run_events(n_events, lam, p, L, cnt, acc, top_acc, scal, rng, track, perm, pos,
+               level_max):
     """Advance the uniformized chain by up to ``n_events`` events.
 
     Parameters
@@ -100,12 +107,13 @@ def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
         Events to simulate.
     lam, p : float
         Model parameters (validated by the caller).
-    L : int32[N]
-        Sorted queue lengths (modified in place).
+    L : uint8[N], uint16[N] or int32[N]
+        Sorted queue lengths (modified in place); the narrowest type that holds the
+        levels is used, since a smaller array stays in cache at large N.
     cnt : int64[cap]
         ``cnt[k]`` stations with at least k jobs; ``cap >= top + 2``.
-    acc, last : float64[cap], int64[cap]
-        Lazy step integrals of ``cnt[k]`` and the clock of their last update.
+    acc : int64[cap]
+        ``sum(d * clock)`` over the changes of ``cnt[k]`` in the current window.
     top_acc : float64[cap]
         Step integral of the indicator {top level == k}.
     scal : int64[NSCAL]
@@ -114,17 +122,20 @@ def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
         Generator state.
     track : bool
         Keep station identities in ``perm``/``pos`` (int32[N]; else length-1 dummies).
+    level_max : int
+        Largest value ``L``'s type holds.
 
     Returns
     -------
     int
         Events done; fewer than ``n_events`` only when the top level reached
-        ``cap - 2`` (the caller then enlarges ``cnt``/``acc``/``last``/``top_acc`` and
-        calls again; no random number has been drawn for the pending event).
+        ``cap - 2`` or ``level_max - 1`` (the caller then enlarges
+        ``cnt``/``acc``/``top_acc`` or widens ``L`` and calls again; no random
+        number has been drawn for the pending event).
     """
     n = L.shape[0]
     nf = np.float64(n)
-    cap = cnt.shape[0]
+    limit = min(cnt.shape[0] - 2, level_max - 1)
     a_thr = lam
     l_thr = lam + (1.0 - p)
     scale = 1.0 + lam
@@ -133,28 +144,33 @@ def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
     last_top = scal[LAST_TOP]
     done = 0
     while done < n_events:
-        if top + 2 >= cap:
+        if top >= limit:
             break
         done += 1
         clock += 1
         x = _next_double(rng) * nf
-        j = np.int64(x)
-        if j >= n:
-            j = n - 1
+        j = min(np.int64(x), n - 1)
         f = (x - j) * scale
-        if f < a_thr:
-            # arrival at the station in position j
+        if f < l_thr:
+            # Arrival (a = 1) or local-server token (a = 0) at the station in position
+            # j, written without data-dependent branches (the two are equally likely):
+            # an arrival moves the last station of level k's block to k + 1; a local
+            # token moves the first one to k - 1 (d = -1), or nothing when k = 0 (d = 0;
+            # the write below then stores 0 into L[0], which already holds 0).
             k = np.int64(L[j])
-            k1 = k + 1
-            b = n - cnt[k1] - 1
-            L[b] = k1
-            acc[k1] += cnt[k1] * np.float64(clock - last[k1])
-            last[k1] = clock
-            cnt[k1] += 1
-            if k1 > top:
+            a = np.int64(f < a_thr)
+            d = a + (a - 1) * np.int64(k > 0)
+            idx = k + a
+            c = cnt[idx]
+            b = n - c - a
+            L[b] = k + d
+            acc[idx] += d * clock
+            cnt[idx] = c + d
+            if idx > top or c + d == 0:
+                # the longest queue changed: up to idx (arrival) or down to idx - 1
                 top_acc[top] += np.float64(clock - last_top)
                 last_top = clock
-                top = k1
+                top = idx if a == 1 else idx - 1
             if track:
                 sj = perm[j]
                 sb = perm[b]
@@ -162,51 +178,27 @@ def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
                 perm[b] = sj
                 pos[sb] = j
                 pos[sj] = b
-        elif f < l_thr:
-            # local-server token at the station in position j
-            k = np.int64(L[j])
-            if k > 0:
-                a = n - cnt[k]
-                L[a] = k - 1
-                acc[k] += cnt[k] * np.float64(clock - last[k])
-                last[k] = clock
-                cnt[k] -= 1
-                if cnt[k] == 0:
-                    top_acc[top] += np.float64(clock - last_top)
-                    last_top = clock
-                    top = k - 1
-                if track:
-                    sj = perm[j]
-                    sa = perm[a]
-                    perm[j] = sa
-                    perm[a] = sj
-                    pos[sa] = j
-                    pos[sj] = a
-        else:
+        elif top > 0:
             # central-server token: one job from a longest queue (uniform among ties)
-            if top > 0:
-                k = top
-                c = cnt[k]
-                a = n - c
-                if track:
-                    g = (f - l_thr) / p  # the unused part of u, uniform in [0, 1)
-                    jj = a + np.int64(g * c)
-                    if jj >= n:
-                        jj = n - 1
-                    sj = perm[jj]
-                    sa = perm[a]
-                    perm[jj] = sa
-                    perm[a] = sj
-                    pos[sa] = jj
-                    pos[sj] = a
-                L[a] = k - 1
-                acc[k] += c * np.float64(clock - last[k])
-                last[k] = clock
-                cnt[k] = c - 1
-                if c == 1:
-                    top_acc[top] += np.float64(clock - last_top)
-                    last_top = clock
-                    top = k - 1
+            k = top
+            c = cnt[k]
+            b = n - c
+            if track:
+                g = (f - l_thr) / p  # the unused part of u, uniform in [0, 1)
+                jj = min(b + np.int64(g * c), n - 1)
+                sj = perm[jj]
+                sb = perm[b]
+                perm[jj] = sb
+                perm[b] = sj
+                pos[sb] = jj
+                pos[sj] = b
+            L[b] = k - 1
+            acc[k] -= clock
+            cnt[k] = c - 1
+            if c == 1:
+                top_acc[top] += np.float64(clock - last_top)
+                last_top = clock
+                top = k - 1
     scal[TOP] = top
     scal[CLOCK] = clock
     scal[LAST_TOP] = last_top
@@ -214,21 +206,23 @@ def run_events(n_events, lam, p, L, cnt, acc, last, top_acc, scal, rng,
 
 
 @jit
-def flush(cnt, acc, last, top_acc, scal, out_s, out_top):
-    """Close an accumulation window of ``clock + 1`` states and reset it.
+def flush(cnt, acc, top_acc, scal, out_s, out_top, inclusive):
+    """Close the current window, add its step integrals to ``out_s``/``out_top``, restart.
 
-    Adds the window's step integrals of ``cnt[k]`` (divided by nothing) to ``out_s[k]``
-    and of the top-level indicator to ``out_top[k]``, for every level, then zeroes the
-    lazy accumulators and the clock.  Returns the number of states in the window.
+    The window covers step time [0, W) with W = clock + 1 when ``inclusive`` (the state
+    after the last event is counted for one full step: the end of a batch) and W = clock
+    otherwise (that state then opens the next window at step time 0).  Adds
+    ``integral cnt[k]`` to ``out_s[k]`` and ``integral 1{top == k}`` to ``out_top[k]``
+    (both arrays at least as long as ``cnt``), zeroes the accumulators and the clock, and
+    returns W.
     """
     clock = scal[CLOCK]
-    width = clock + 1
-    m = min(cnt.shape[0], out_s.shape[0])
-    for k in range(m):
-        out_s[k] += acc[k] + cnt[k] * np.float64(width - last[k])
+    width = clock + 1 if inclusive else clock
+    wf = np.float64(width)
+    for k in range(cnt.shape[0]):
+        out_s[k] += cnt[k] * wf - np.float64(acc[k])
         out_top[k] += top_acc[k]
-        acc[k] = 0.0
-        last[k] = 0
+        acc[k] = 0
         top_acc[k] = 0.0
     out_top[scal[TOP]] += np.float64(width - scal[LAST_TOP])
     scal[CLOCK] = 0

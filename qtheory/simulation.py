@@ -207,6 +207,17 @@ def _initial_counts(n_stations, s0, name="s0"):
     return cnt[: nz[-1] + 1]
 
 
+def _level_dtype(top):
+    """Narrowest unsigned type for sorted queue lengths up to ``top`` (with headroom)."""
+    if top < 200:
+        return np.uint8
+    if top < 60_000:
+        return np.uint16
+    if top < 2_000_000_000:
+        return np.int32
+    raise ValueError("a queue longer than 2e9 jobs cannot be simulated")  # pragma: no cover
+
+
 class _System:
     """The mutable state of one run (sorted levels, counts, accumulators, generator)."""
 
@@ -218,11 +229,14 @@ class _System:
         cap = max(64, 2 * (top + 2))
         self.cnt = np.zeros(cap, dtype=np.int64)
         self.cnt[: top + 1] = cnt0
-        per_level = self.cnt[:-1] - self.cnt[1:]
-        self.L = np.repeat(np.arange(cap - 1, dtype=np.int32), per_level[: cap - 1])
-        self.acc = np.zeros(cap)
-        self.last = np.zeros(cap, dtype=np.int64)
+        self.L = np.empty(n_stations, dtype=_level_dtype(top))
+        for k in range(top + 1):  # stations with exactly k jobs, in sorted position
+            self.L[n_stations - self.cnt[k]: n_stations - self.cnt[k + 1]] = k
+        self.acc = np.zeros(cap, dtype=np.int64)
         self.top_acc = np.zeros(cap)
+        self.win_s = np.zeros(cap)  # step integrals of the open window, flushed per chunk
+        self.win_top = np.zeros(cap)
+        self.win_width = 0
         self.scal = np.zeros(_k.NSCAL, dtype=np.int64)
         self.scal[_k.TOP] = top
         self.rng = np.asarray(rng_state, dtype=np.uint64).copy()
@@ -247,10 +261,17 @@ class _System:
     def top(self):
         return int(self.scal[_k.TOP])
 
+    @property
+    def level_max(self):
+        return int(np.iinfo(self.L.dtype).max)
+
     def _grow(self):
+        if self.top + 1 >= self.level_max:
+            self.L = self.L.astype(_level_dtype(self.top))
+            return
         cap = self.cap
         new = 2 * cap
-        for name in ("cnt", "acc", "last", "top_acc"):
+        for name in ("cnt", "acc", "top_acc", "win_s", "win_top"):
             old = getattr(self, name)
             arr = np.zeros(new, dtype=old.dtype)
             arr[:cap] = old
@@ -262,22 +283,30 @@ class _System:
         while remaining > 0:
             step = min(remaining, _CHUNK)
             done = _k.run_events(step, self.lam, self.p, self.L, self.cnt, self.acc,
-                                 self.last, self.top_acc, self.scal, self.rng,
-                                 self.track, self.perm, self.pos)
+                                 self.top_acc, self.scal, self.rng, self.track,
+                                 self.perm, self.pos, self.level_max)
             remaining -= done
             self.n_events += done
+            self.win_width += _k.flush(self.cnt, self.acc, self.top_acc, self.scal,
+                                       self.win_s, self.win_top, False)
             if bar is not None and done:
                 bar.update(done)
             if done < step:
                 self._grow()
 
-    def flush(self):
-        """Close the accumulation window; return (sum of cnt, sum of top indicator, width)."""
-        out_s = np.zeros(self.cap)
-        out_top = np.zeros(self.cap)
-        width = _k.flush(self.cnt, self.acc, self.last, self.top_acc, self.scal,
-                         out_s, out_top)
-        return out_s, out_top, int(width)
+    def close_window(self):
+        """End the accumulation window at the current state (counted for one step).
+
+        Returns (step integral of cnt[k], step integral of 1{top == k}, number of
+        states W) over the window, and opens a new one.
+        """
+        self.win_width += _k.flush(self.cnt, self.acc, self.top_acc, self.scal,
+                                   self.win_s, self.win_top, True)
+        out = (self.win_s, self.win_top, self.win_width)
+        self.win_s = np.zeros(self.cap)
+        self.win_top = np.zeros(self.cap)
+        self.win_width = 0
+        return out
 
     def s(self):
         return self.cnt[: self.top + 1] / self.n
@@ -372,7 +401,8 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     events in each batch is Poisson(N (1 + lam) T_batch); averages are step averages over
     the states visited, the conditional expectation of the time average.  Dummy events
     count: an event average over real jumps only would be biased (CASES.md K08).  Cost per
-    event is O(1) and independent of N; memory is 4 bytes per station.
+    event is O(1) and independent of N; memory is one byte per station (two or four
+    once a queue exceeds 254 or 65534 jobs).
 
     References
     ----------
@@ -407,10 +437,10 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     try:
         if n_warm:
             system.run(n_warm, bar)
-        system.flush()  # discard the warm-up window
+        system.close_window()  # discard the warm-up window
         for b in range(n_batches):
             system.run(int(counts[b]), bar)
-            out_s, out_top, width = system.flush()
+            out_s, out_top, width = system.close_window()
             rows_s.append(out_s / (n_stations * float(width)))
             rows_top.append(out_top / float(width))
     finally:
@@ -592,10 +622,7 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
             rows.append(system.s())
             if per_station:
                 q[i] = system.queues()
-            # accumulators are not needed here; keep the window clock from overflowing
-            system.scal[_k.CLOCK] = 0
-            system.scal[_k.LAST_TOP] = 0
-            system.last[:] = 0
+            system.close_window()  # averages are not needed here
     finally:
         if bar is not None:
             bar.close()

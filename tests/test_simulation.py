@@ -143,6 +143,17 @@ def test_chunking_and_level_growth_do_not_change_a_bit(monkeypatch):
     assert np.array_equal(pa, pb)
 
 
+def test_narrow_level_type_is_widened_without_changing_a_bit(monkeypatch):
+    # queues start at 199 (one byte per station) and pass 255: the sorted levels are
+    # widened to uint16 during the run; forcing int32 from the start gives the same bits
+    kw = dict(t_end=3e4, warmup=10.0, seed=12, s0=199)
+    a = quiet(simulate, 2, 0.99, 0.0, **kw)
+    assert a.s.size > 256
+    monkeypatch.setattr(simmod, "_level_dtype", lambda top: np.int32)
+    b = quiet(simulate, 2, 0.99, 0.0, **kw)
+    assert _same(a, b)
+
+
 def test_threads_do_not_share_random_state():
     seeds = [1, 2, 3, 4]
     serial = [simulate(30, 0.85, 0.1, t_end=400.0, warmup=50.0, seed=s) for s in seeds]
