@@ -9,6 +9,15 @@ The public namespace is curated here; everything else is private.
 
 __version__ = "0.1.0"
 
+from .fluid import (  # noqa: F401
+    NaiveSolveResult,
+    fluid_drift,
+    fluid_trajectory,
+    l1_distance,
+    naive_fluid_solve,
+    relaxation_rate,
+    time_to_invariant,
+)
 from .invariant import (  # noqa: F401
     heavy_traffic_scaling,
     invariant_state,
@@ -19,6 +28,13 @@ from .invariant import (  # noqa: F401
 
 __all__ = [
     "__version__",
+    "NaiveSolveResult",
+    "fluid_drift",
+    "fluid_trajectory",
+    "l1_distance",
+    "naive_fluid_solve",
+    "relaxation_rate",
+    "time_to_invariant",
     "heavy_traffic_scaling",
     "invariant_state",
     "mean_queue_length",
