@@ -83,7 +83,7 @@ def _as_state(s, name, validate):
     return a
 
 
-def _drift_s(s, lam, p):
+def _drift_s(s, lam, p, sliding=True):
     """Drift in s-coordinates for levels 0..L (same shape); also the flow to L+1."""
     L = s.size - 1
     pos = np.flatnonzero(s[1:] > 0.0)
@@ -92,16 +92,16 @@ def _drift_s(s, lam, p):
     if k >= 1:
         i = np.arange(1, k)
         ds[i] = lam * (s[i - 1] - s[i]) - (1.0 - p) * (s[i] - s[i + 1])
-        ds[k] = (lam * (s[k - 1] - s[k]) - (1.0 - p) * s[k]
-                 - (p - min(lam * s[k], p)))
-    spill = max(lam * s[k] - p, 0.0)
+        absorbed = min(lam * s[k], p) if sliding else 0.0
+        ds[k] = lam * (s[k - 1] - s[k]) - (1.0 - p) * s[k] - (p - absorbed)
+    spill = max(lam * s[k] - p, 0.0) if sliding else lam * s[k]
     if k + 1 <= L:
         ds[k + 1] = spill
         spill = 0.0
     return ds, spill
 
 
-def _drift_v(v, lam, p):
+def _drift_v(v, lam, p, sliding=True):
     """Drift in tail-sum coordinates, straight from the g_i(v) form."""
     L = v.size - 1
     dv = np.zeros_like(v)
@@ -111,7 +111,7 @@ def _drift_v(v, lam, p):
         vp = v[i + 1] if i < L else 0.0
         if vi > 0.0:
             g = p
-        elif vm > 0.0:
+        elif vm > 0.0 and sliding:
             g = min(lam * (vm - vi), p)
         else:
             g = 0.0
@@ -120,14 +120,13 @@ def _drift_v(v, lam, p):
     # flow into level L+1 (lost from the array): only when v_L = 0 < v_{L-1} cannot
     # happen; it happens when v_L > 0 is the top and arrivals outrun the server
     spill = 0.0
-    if L >= 1 and v[L] > 0.0:
-        spill = max(lam * v[L] - p, 0.0)
-    elif L == 0:
-        spill = max(lam - p, 0.0)
+    top = v[L] if L >= 1 else 1.0
+    if L == 0 or v[L] > 0.0:
+        spill = max(lam * top - p, 0.0) if sliding else lam * top
     return dv, spill
 
 
-def fluid_drift(s, lam, p, *, coords="s", validate=True):
+def fluid_drift(s, lam, p, *, coords="s", validate=True, sliding=True):
     r"""Drift of the fluid model (the right-hand side of the fluid equations).
 
     Parameters
@@ -151,6 +150,16 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True):
         :math:`\max\{i: s_i > 0\}` and any flow beyond level ``L`` dropped: this is
         what a generic ODE solver sees when it is handed the drift (see
         :func:`naive_fluid_solve`).
+    sliding : bool
+        If True (default), the fluid drift: when the level above the top is empty,
+        the central server first absorbs the arrivals to the top level,
+        :math:`\min(\lambda s_k, p)`, and spends the rest on the top level.  If
+        False, the *pre-limit drift*: the mean rate of change per station of the
+        N-system itself, in which the central server works at full rate :math:`p` on
+        the top occupied level and arrivals to it open the level above at rate
+        :math:`\lambda s_k`.  The two differ only at the top; the fluid drift is the
+        average of the pre-limit drift over the fast back-and-forth of the top level
+        that the N-system performs at such states.
 
     Returns
     -------
@@ -185,7 +194,7 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True):
     if coords == "s":
         if validate:
             check_s0(a, "s", atol=0.0)
-        ds, spill = _drift_s(a, lam, p)
+        ds, spill = _drift_s(a, lam, p, bool(sliding))
         if validate and spill > 0.0:
             raise ValueError("s has no room for the level that opens: append a zero "
                              "level to s")
@@ -196,7 +205,7 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True):
         sv = np.append(a[:-1] - a[1:], a[-1])
         sv[0] = 1.0
         check_s0(sv, "s (from v)", atol=1e-12)
-    dv, spill = _drift_v(a, lam, p)
+    dv, spill = _drift_v(a, lam, p, bool(sliding))
     if validate and spill > 0.0:
         raise ValueError("v has no room for the level that opens: append a zero "
                          "level to v")
@@ -563,6 +572,8 @@ class NaiveSolveResult:
     ----------
     method : str
         SciPy ``solve_ivp`` method.
+    sliding : bool
+        Which drift the solver was given (see :func:`fluid_drift`).
     lam, p, t_end, rtol : float
         The inputs.
     success : bool
@@ -586,6 +597,7 @@ class NaiveSolveResult:
     """
 
     method: str
+    sliding: bool
     lam: float
     p: float
     t_end: float
@@ -605,7 +617,7 @@ class _Budget(Exception):
 
 
 def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
-                      levels=None, max_evaluations=100_000):
+                      levels=None, max_evaluations=100_000, sliding=True):
     r"""Hand the raw fluid drift to a generic SciPy ODE solver, from the empty system.
 
     This is the approach that fails; qtheory provides it so that the book can show
@@ -629,6 +641,9 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     max_evaluations : int
         Budget of drift evaluations; the solver is stopped when it is used up
         (deterministic, unlike a wall-clock limit).
+    sliding : bool
+        Passed to :func:`fluid_drift`: True hands the solver the fluid drift, False
+        the pre-limit drift (the N-system's mean drift read literally).
 
     Returns
     -------
@@ -665,7 +680,8 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
             raise _Budget()
         if not np.all(np.isfinite(y)):
             return np.zeros_like(y)
-        return fluid_drift(np.concatenate([[1.0], y]), lam, p, validate=False)[1:]
+        return fluid_drift(np.concatenate([[1.0], y]), lam, p, validate=False,
+                           sliding=sliding)[1:]
 
     from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 
@@ -691,6 +707,6 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     s_end = np.concatenate([[1.0], y])
     ref = fluid_trajectory(lam, p, [t_reached], check=False)[0]
     err = l1_distance(s_end, ref) if np.all(np.isfinite(s_end)) else math.inf
-    return NaiveSolveResult(method, lam, p, t_end, rtol, success, stalled, t_reached,
-                            s_end, min(count[0], max_evaluations), err,
+    return NaiveSolveResult(method, bool(sliding), lam, p, t_end, rtol, success,
+                            stalled, t_reached, s_end, min(count[0], max_evaluations), err,
                             float(np.min(s_end)), message)

@@ -56,6 +56,19 @@ def test_drift_by_hand():
     assert fluid_drift([1.0, 0.0], 0.1, 0.2)[1] == 0.0
 
 
+def test_prelimit_drift_by_hand():
+    """sliding=False: the N-system's mean drift, central server at full rate on top."""
+    s = np.array([1.0, 0.6, 0.3, 0.0])
+    d = fluid_drift(s, 0.5, 0.2, sliding=False)
+    assert d[2] == pytest.approx(0.5 * 0.3 - 0.8 * 0.3 - 0.2)
+    assert d[3] == pytest.approx(0.5 * 0.3)
+    # it differs from the fluid drift only at the top two levels
+    f = fluid_drift(s, 0.5, 0.2)
+    np.testing.assert_array_equal(d[:2], f[:2])
+    # total work balance is the same: both remove p from the mean queue length
+    assert d.sum() == pytest.approx(f.sum())
+
+
 def test_drift_coordinates_agree():
     rng = np.random.default_rng(RNG_SEED)
     for _ in range(200):
@@ -65,11 +78,12 @@ def test_drift_coordinates_agree():
         if rng.uniform() < 0.3 and levels:
             s[levels - int(rng.integers(0, levels)):] = 0.0   # empty top levels
         v = np.cumsum(s[::-1])[::-1]
-        ds = fluid_drift(s, lam, p)
-        dv = fluid_drift(v, lam, p, coords="v")
-        ds_from_v = np.append(dv[:-1] - dv[1:], dv[-1])
-        ds_from_v[0] = 0.0
-        np.testing.assert_allclose(ds_from_v, ds, atol=1e-14)
+        for sliding in (True, False):
+            ds = fluid_drift(s, lam, p, sliding=sliding, validate=False)
+            dv = fluid_drift(v, lam, p, coords="v", sliding=sliding, validate=False)
+            ds_from_v = np.append(dv[:-1] - dv[1:], dv[-1])
+            ds_from_v[0] = 0.0
+            np.testing.assert_allclose(ds_from_v, ds, atol=1e-14)
 
 
 def test_drift_needs_room_for_a_new_level():
