@@ -18,6 +18,12 @@ from .fluid import (  # noqa: F401
     relaxation_rate,
     time_to_invariant,
 )
+from .fluid_limit import (  # noqa: F401
+    FluidLimitStudy,
+    fluid_limit_distance,
+    fluid_limit_study,
+    martingale_tolerance,
+)
 from .invariant import (  # noqa: F401
     heavy_traffic_scaling,
     invariant_state,
@@ -42,6 +48,10 @@ __all__ = [
     "naive_fluid_solve",
     "relaxation_rate",
     "time_to_invariant",
+    "FluidLimitStudy",
+    "fluid_limit_distance",
+    "fluid_limit_study",
+    "martingale_tolerance",
     "heavy_traffic_scaling",
     "invariant_state",
     "mean_queue_length",
