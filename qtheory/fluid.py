@@ -476,8 +476,9 @@ def relaxation_rate(lam, p):
 
     References
     ----------
-    Tsitsiklis and Xu (2012), Theorem 3.5 (global stability); Asmussen (2003),
-    Section III.8 for the M/M/1 relaxation rate.
+    Tsitsiklis and Xu (2012), Theorem 3.5 (global stability); for the relaxation rate
+    :math:`(1-\sqrt\lambda)^2` of the M/M/1 queue see Kleinrock (1975), vol. 1, on
+    its transient behaviour.
     """
     lam = check_lam(lam)
     p = check_p(p)
