@@ -357,9 +357,9 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
 
     Examples
     --------
-    >>> s = fluid_trajectory(0.9, 0.1, [0.0, 300.0])
-    >>> s.shape[0], round(float(s[1, 1]), 6)
-    (2, 0.888889)
+    >>> s = fluid_trajectory(0.9, 0.1, [0.0, 1000.0])
+    >>> s.shape[0], round(float(s[1, 1]), 9)
+    (2, 0.888888889)
     """
     lam = check_lam(lam)
     p = check_p(p)
