@@ -9,6 +9,21 @@ The public namespace is curated here; everything else is private.
 
 __version__ = "0.1.0"
 
+from .fluid import (  # noqa: F401
+    NaiveSolveResult,
+    fluid_drift,
+    fluid_trajectory,
+    l1_distance,
+    naive_fluid_solve,
+    relaxation_rate,
+    time_to_invariant,
+)
+from .fluid_limit import (  # noqa: F401
+    FluidLimitStudy,
+    fluid_limit_distance,
+    fluid_limit_study,
+    martingale_tolerance,
+)
 from .invariant import (  # noqa: F401
     heavy_traffic_scaling,
     invariant_state,
@@ -26,6 +41,17 @@ from .simulation import (  # noqa: F401
 
 __all__ = [
     "__version__",
+    "NaiveSolveResult",
+    "fluid_drift",
+    "fluid_trajectory",
+    "l1_distance",
+    "naive_fluid_solve",
+    "relaxation_rate",
+    "time_to_invariant",
+    "FluidLimitStudy",
+    "fluid_limit_distance",
+    "fluid_limit_study",
+    "martingale_tolerance",
     "heavy_traffic_scaling",
     "invariant_state",
     "mean_queue_length",
