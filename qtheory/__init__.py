@@ -16,6 +16,25 @@ from .invariant import (  # noqa: F401
     mm1_mean_queue_length,
     top_level,
 )
+from .design import (  # noqa: F401
+    capacity_without_pooling,
+    littles_law_sojourn_time,
+    mean_sojourn_time,
+    min_centralization,
+    min_centralization_for_delay,
+)
+from .supermarket import (  # noqa: F401
+    supermarket_fixed_point,
+    supermarket_mean_queue_length,
+)
+from .sweep import (  # noqa: F401
+    SweepError,
+    SweepFailure,
+    SweepResult,
+    expand_grid,
+    point_seeds,
+    sweep,
+)
 
 __all__ = [
     "__version__",
@@ -24,4 +43,20 @@ __all__ = [
     "mean_queue_length",
     "mm1_mean_queue_length",
     "top_level",
+    # design.py
+    "capacity_without_pooling",
+    "littles_law_sojourn_time",
+    "mean_sojourn_time",
+    "min_centralization",
+    "min_centralization_for_delay",
+    # supermarket.py
+    "supermarket_fixed_point",
+    "supermarket_mean_queue_length",
+    # sweep.py
+    "SweepError",
+    "SweepFailure",
+    "SweepResult",
+    "expand_grid",
+    "point_seeds",
+    "sweep",
 ]
