@@ -185,10 +185,21 @@ class SweepResult:
                 return f"{float(v):.{digits}g}"
             return str(v)
 
-        body = [[fmt(r[c]) for c in cols] for r in self.rows[:max_rows]]
+        def cell(c, v):
+            text = fmt(v)
+            if c == "error" and len(text) > 60:
+                text = text[:57] + "..."
+            return text
+
+        body = [[cell(c, r[c]) for c in cols] for r in self.rows[:max_rows]]
         widths = [max([len(c)] + [len(b[j]) for b in body]) for j, c in enumerate(cols)]
-        lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-        lines += ["  ".join(x.rjust(w) for x, w in zip(b, widths)) for b in body]
+
+        def just(c, x, w):
+            return x.ljust(w) if c == "error" else x.rjust(w)
+
+        lines = ["  ".join(just(c, c, w) for c, w in zip(cols, widths)).rstrip()]
+        lines += ["  ".join(just(c, x, w) for c, x, w in zip(cols, b, widths)).rstrip()
+                  for b in body]
         if len(self.rows) > max_rows:
             lines.append(f"... {len(self.rows) - max_rows} more rows")
         return "\n".join(lines)
