@@ -35,6 +35,13 @@ from .sweep import (  # noqa: F401
     point_seeds,
     sweep,
 )
+from .simulation import (  # noqa: F401
+    SimulationResult,
+    SimulationWarning,
+    replicate,
+    sample_path,
+    simulate,
+)
 
 __all__ = [
     "__version__",
@@ -59,4 +66,10 @@ __all__ = [
     "expand_grid",
     "point_seeds",
     "sweep",
+    # simulation.py
+    "SimulationResult",
+    "SimulationWarning",
+    "replicate",
+    "sample_path",
+    "simulate",
 ]
