@@ -341,7 +341,14 @@ def point_seeds(seed, n_points):
 
 
 # --------------------------------------------------------------------------- running
-def _normalize_output(out, reserved):
+def _same(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - arrays and odd types are simply "not equal"
+        return False
+
+
+def _normalize_output(out, inputs, keep):
     if isinstance(out, Mapping):
         items = dict(out)
     elif dataclasses.is_dataclass(out) and not isinstance(out, type):
@@ -349,20 +356,34 @@ def _normalize_output(out, reserved):
     elif isinstance(out, tuple) and hasattr(out, "_asdict"):
         items = dict(out._asdict())
     else:
-        return {"value": out}
-    for key in items:
+        items = {"value": out}
+    clean = {}
+    for key, value in items.items():
         if not isinstance(key, str):
             raise ValueError(f"output names must be strings, got {key!r}")
-        if key in reserved:
-            raise ValueError(f"output {key!r} has the name of a grid parameter or of a "
-                             "reserved column (seed, error); rename it")
-    return items
+        if key in inputs:
+            if _same(value, inputs[key]):
+                continue  # the result echoes an input (e.g. a result object's lam)
+            raise ValueError(f"output {key!r} has the name of a grid parameter (or seed) "
+                             f"but a different value ({value!r} != {inputs[key]!r}); "
+                             "rename it")
+        if key == "error":
+            raise ValueError("output 'error' collides with sweep's reserved column; "
+                             "rename it")
+        clean[key] = value
+    if keep is not None:
+        missing = [k for k in keep if k not in clean]
+        if missing:
+            raise ValueError(f"outputs {missing} requested in keep= are not among the "
+                             f"outputs {sorted(clean)}")
+        clean = {k: clean[k] for k in keep}
+    return clean
 
 
-def _run_point(func, kwargs, reserved):
+def _run_point(func, kwargs, keep):
     """Worker side: call func, never raise (a failure comes back as data)."""
     try:
-        return True, _normalize_output(func(**kwargs), reserved), None
+        return True, _normalize_output(func(**kwargs), kwargs, keep), None
     except Exception as exc:  # noqa: BLE001 - reported with the point, never lost
         return False, f"{type(exc).__name__}: {exc}", traceback.format_exc()
 
@@ -393,7 +414,7 @@ def _check_binds(func, kwargs):
 
 
 def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None,
-          raise_on_error=False):
+          keep=None, raise_on_error=False):
     r"""Evaluate ``func`` at every point of a parameter grid, in parallel.
 
     Parameters
@@ -404,6 +425,9 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         function defined at module level (qtheory's public functions are).  Its return
         value becomes the row's outputs: a mapping or a dataclass gives one column per
         key or field, a named tuple one per field, anything else one column ``value``.
+        An output with the name of an input and an equal value (a result object that
+        echoes its inputs, like :class:`qtheory.SimulationResult`) is dropped; with a
+        different value it is an error of that point.
     grid : dict of sequences, or sequence of dicts
         A dict ``{name: values}`` means the cartesian product, last name varying
         fastest; a list of dicts lists the points themselves (see :func:`expand_grid`).
@@ -429,6 +453,10 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         signature cannot be inspected get no seed unless ``pass_seed=True``.  If the
         grid itself has a ``seed`` parameter, it is passed as it is and no seeds are
         derived.
+    keep : sequence of str, optional
+        Output names to keep, in this order; the others are dropped where the point
+        runs (so that, e.g., the per-batch arrays of a simulation never travel back).
+        A point whose outputs lack one of them fails with a message naming it.
     raise_on_error : bool
         If True, raise :class:`SweepError` (carrying the full result) after all points
         have run when any of them failed.  If False (default) a ``RuntimeWarning``
@@ -443,7 +471,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     Raises
     ------
     ValueError
-        If ``func`` is not callable or cannot accept the grid's parameter names, the
+        If ``func`` is not callable or cannot accept the grid's parameter names, ``keep``
+        is not a non-empty list of names, the
         grid is malformed (see :func:`expand_grid`), ``executor`` is not a
         :class:`concurrent.futures.Executor`, ``seed`` is invalid, or ``seed`` is given
         while the grid has its own ``seed`` parameter.
@@ -456,7 +485,9 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     comes back as that point's row, with ``error`` set and the traceback in
     ``result.failures``; a failure of the executor itself for one point (a worker that
     died, an argument that cannot be pickled) is recorded the same way.  No point is
-    ever dropped.
+    ever dropped.  Warnings that ``func`` issues are shown where it runs (in a worker
+    process they do not reach the caller); keep a result's own record of them, e.g.
+    ``keep=[..., "warnings"]`` for :func:`qtheory.simulate`.
 
     References
     ----------
@@ -502,7 +533,11 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         seed_entropy = None
         calls = [dict(pt) for pt in points]
     _check_binds(func, calls[0])
-    reserved = frozenset(names) | {"seed", "error"}
+    if keep is not None:
+        if isinstance(keep, str) or not isinstance(keep, Sequence) or not keep or \
+                not all(isinstance(k, str) for k in keep):
+            raise ValueError(f"keep must be a non-empty list of output names, got {keep!r}")
+        keep = tuple(keep)
 
     owned = executor is None
     if owned:
@@ -515,7 +550,7 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     bar = None
     futures = {}
     try:
-        futures = {executor.submit(_run_point, func, kw, reserved): k
+        futures = {executor.submit(_run_point, func, kw, keep): k
                    for k, kw in enumerate(calls)}
         if progress:
             from tqdm import tqdm

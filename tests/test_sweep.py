@@ -262,6 +262,45 @@ def test_output_name_colliding_with_parameter_is_a_point_failure():
     assert res[0]["lam"] == 0.5 and "rename" in res[0]["error"]
 
 
+def echoes(lam, p):
+    return {"lam": lam, "p": p, "mean": qt.mean_queue_length(lam, p)}
+
+
+def test_echoed_inputs_dropped_and_keep_selects():
+    with ThreadPoolExecutor(1) as ex:
+        res = qt.sweep(echoes, {"lam": [0.9], "p": [0.1]}, executor=ex, progress=False)
+        assert res.outputs == ("mean",) and res[0]["mean"] == pytest.approx(4.0)
+        res = qt.sweep(returns_kinds, {"kind": ["dc"]}, executor=ex, progress=False,
+                       keep=["ci"])
+        assert res.columns == ("kind", "ci", "error") and res[0]["ci"] == (2.0, 3.0)
+        with pytest.warns(RuntimeWarning, match="keep"):
+            res = qt.sweep(returns_kinds, {"kind": ["dc"]}, executor=ex, progress=False,
+                           keep=["nope"])
+        assert "nope" in res[0]["error"]
+        with pytest.raises(ValueError, match="keep"):
+            qt.sweep(returns_kinds, {"kind": ["dc"]}, executor=ex, keep="ci")
+
+
+def test_simulate_through_sweep_reproducible_across_executors():
+    # the simulator's result object echoes n_stations, lam, p, t_end, warmup: dropped
+    grid = [{"n_stations": 20, "lam": 0.7, "p": p, "t_end": 8000.0, "warmup": 200.0}
+            for p in (0.0, 0.2)]
+    keep = ("mean_queue_length", "ci", "n_events", "warnings")
+    with ThreadPoolExecutor(2) as ex:
+        a = qt.sweep(qt.simulate, grid, seed=5, executor=ex, keep=keep, progress=False)
+    with ProcessPoolExecutor(2) as ex:
+        b = qt.sweep(qt.simulate, grid, seed=5, executor=ex, keep=keep, progress=False)
+    assert a.ok and a.rows == b.rows
+    assert a.column("warnings") == [[], []]
+    # p = 0: M/M/1 mean lam/(1 - lam) = 7/3 inside a generous band around the interval
+    lo, hi = a[0]["ci"]
+    half = (hi - lo) / 2
+    assert lo - 2 * half < 7 / 3 < hi + 2 * half
+    direct = qt.simulate(**grid[1], seed=a[1]["seed"])
+    assert a[1]["mean_queue_length"] == direct.mean_queue_length
+    assert a[1]["ci"] == direct.ci
+
+
 def test_executor_level_failure_is_recorded_per_point():
     # a lambda cannot be pickled for a process pool: each point says so
     with ProcessPoolExecutor(1) as ex, pytest.warns(RuntimeWarning, match="3 of 3"):
