@@ -17,7 +17,9 @@ from .invariant import (  # noqa: F401
     top_level,
 )
 from .design import (  # noqa: F401
+    DesignPoint,
     capacity_without_pooling,
+    design_point,
     littles_law_sojourn_time,
     mean_sojourn_time,
     min_centralization,
@@ -51,7 +53,9 @@ __all__ = [
     "mm1_mean_queue_length",
     "top_level",
     # design.py
+    "DesignPoint",
     "capacity_without_pooling",
+    "design_point",
     "littles_law_sojourn_time",
     "mean_sojourn_time",
     "min_centralization",

@@ -17,14 +17,17 @@ methods are not.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq
 
 from ._validation import check_lam, check_p, check_real
-from .invariant import mean_queue_length
+from .invariant import mean_queue_length, top_level
 
 __all__ = [
+    "DesignPoint",
+    "design_point",
     "min_centralization",
     "min_centralization_for_delay",
     "mean_sojourn_time",
@@ -273,3 +276,100 @@ def _check_positive_lam(lam):
         raise ValueError("lam must satisfy 0 < lam < 1 here: with no arrivals "
                          "(lam = 0) a sojourn time is undefined")
     return lam
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """The answer to one design question, with what it implies (fluid limit).
+
+    Attributes
+    ----------
+    lam : float
+        Arrival rate per station.
+    target_mean_queue : float
+        The mean-queue target per station.
+    p_min : float
+        :func:`min_centralization` of ``(lam, target_mean_queue)``.
+    mean_queue_length : float
+        Invariant-state mean queue at ``p_min`` (at most the target).
+    top_level : int
+        :math:`i^*` at ``p_min``: no station holds more jobs in the fluid limit (``-1``
+        when ``p_min == 0``, where every level is occupied).
+    mean_sojourn_time : float
+        Mean time in the system at ``p_min`` by Little's law (``nan`` if ``lam == 0``).
+    mm1_mean_queue_length : float
+        The mean without centralization, :math:`\\lambda/(1-\\lambda)`.
+    capacity_without_pooling : float
+        Service rate per station that meets the target with no pooling
+        (:func:`capacity_without_pooling`).
+    """
+
+    lam: float
+    target_mean_queue: float
+    p_min: float
+    mean_queue_length: float
+    top_level: int
+    mean_sojourn_time: float
+    mm1_mean_queue_length: float
+    capacity_without_pooling: float
+
+    def summary(self):
+        """A few lines for a reader (str)."""
+        if self.p_min == 0.0:
+            head = (f"lam = {self.lam:g}, target mean queue {self.target_mean_queue:g}: "
+                    f"no centralization needed (M/M/1 mean {self.mm1_mean_queue_length:.4g})")
+        else:
+            head = (f"lam = {self.lam:g}, target mean queue {self.target_mean_queue:g}: "
+                    f"p_min = {self.p_min:.5g}")
+        return "\n".join([
+            head,
+            f"  mean queue at p_min {self.mean_queue_length:.5g} (M/M/1: "
+            f"{self.mm1_mean_queue_length:.5g}); top level i* = "
+            f"{'unbounded' if self.top_level < 0 else self.top_level}",
+            f"  mean sojourn time {self.mean_sojourn_time:.5g} mean service times",
+            (f"  without pooling: local servers {self.capacity_without_pooling:.4g} times "
+             "as fast would be needed" if self.capacity_without_pooling > 1.0 else
+             "  without pooling: the present capacity already meets the target"),
+        ])
+
+
+def design_point(lam, target_mean_queue):
+    r"""Minimal centralization for a target, and what the design implies.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    target_mean_queue : float
+        Largest acceptable mean number of jobs per station, ``> 0``.
+
+    Returns
+    -------
+    DesignPoint
+        ``p_min``, the mean queue and top level there, the mean sojourn time (Little's
+        law), the M/M/1 mean and the capacity that would be needed without pooling.
+        Handy as the function of a :func:`qtheory.sweep` (its fields become columns).
+
+    Raises
+    ------
+    ValueError
+        As :func:`min_centralization`.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Theorem 3.3; Little (1961).
+    """
+    lam = check_lam(lam)
+    target = _check_target(target_mean_queue, "target_mean_queue")
+    p = min_centralization(lam, target)
+    mean = mean_queue_length(lam, p)
+    return DesignPoint(
+        lam=lam,
+        target_mean_queue=target,
+        p_min=p,
+        mean_queue_length=mean,
+        top_level=-1 if p == 0.0 else top_level(lam, p),
+        mean_sojourn_time=mean / lam if lam > 0 else math.nan,
+        mm1_mean_queue_length=lam / (1.0 - lam),
+        capacity_without_pooling=capacity_without_pooling(lam, target),
+    )

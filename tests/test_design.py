@@ -250,3 +250,25 @@ def test_supermarket_bad_d(d):
 def test_supermarket_bad_lam():
     with pytest.raises(ValueError, match="lam"):
         qt.supermarket_mean_queue_length(1.0, 2)
+
+
+# ------------------------------------------------------------ design_point
+@pytest.mark.parametrize("lam, target", [(0.9, 4.0), (0.99, 5.0), (0.95, 30.0)])
+def test_design_point_consistent(lam, target):
+    d = qt.design_point(lam, target)
+    assert d.p_min == qt.min_centralization(lam, target)
+    assert d.mean_queue_length == qt.mean_queue_length(lam, d.p_min) <= target
+    assert d.mean_sojourn_time == pytest.approx(d.mean_queue_length / lam)
+    assert d.mm1_mean_queue_length == pytest.approx(lam / (1 - lam))
+    if d.p_min > 0:
+        assert d.top_level == qt.top_level(lam, d.p_min)
+    else:
+        assert d.top_level == -1 and "no centralization" in d.summary()
+    assert d.capacity_without_pooling == qt.capacity_without_pooling(lam, target)
+
+
+def test_design_point_reference_and_bad_input():
+    d = qt.design_point(0.9, 4.0)     # MODEL.md: v_1 = 4 exactly at (0.9, 0.1), i* = 8
+    assert d.p_min == pytest.approx(0.1, abs=1e-11) and d.top_level == 8
+    with pytest.raises(ValueError, match="target_mean_queue"):
+        qt.design_point(0.9, 0.0)
