@@ -157,7 +157,7 @@ class SweepResult:
             return np.array([np.nan if v is None else float(v) for v in values])
         return values
 
-    def table(self, max_rows=30, digits=6):
+    def table(self, max_rows=30, digits=6, columns=None):
         """A plain-text table of the rows (for printing in a notebook or terminal).
 
         Parameters
@@ -165,24 +165,41 @@ class SweepResult:
         max_rows : int
             Rows shown; the rest are summarized in one line.
         digits : int
-            Significant digits of floats.
+            Significant digits of floats (also inside tuples and lists).
+        columns : sequence of str, optional
+            Columns to show, in this order (default: all; ``error`` only if a point
+            failed).
 
         Returns
         -------
         str
+
+        Raises
+        ------
+        ValueError
+            If ``columns`` names a column that does not exist.
         """
-        cols = list(self.columns)
-        if not cols:
+        if not self.rows:
             return "(empty sweep)"
-        has_error = any(r["error"] is not None for r in self.rows)
-        if not has_error:
-            cols.remove("error")
+        if columns is None:
+            cols = list(self.columns)
+            if all(r["error"] is None for r in self.rows):
+                cols.remove("error")
+        else:
+            cols = list(columns)
+            for c in cols:
+                if c not in self.columns:
+                    raise ValueError(f"no column {c!r}; columns are {list(self.columns)}")
 
         def fmt(v):
             if v is None:
                 return "-"
             if isinstance(v, (float, np.floating)):
                 return f"{float(v):.{digits}g}"
+            if isinstance(v, (tuple, list)) and len(v) <= 4 and all(
+                    isinstance(x, (numbers.Real, np.floating)) for x in v):
+                inner = ", ".join(fmt(x) for x in v)
+                return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
             return str(v)
 
         def cell(c, v):
