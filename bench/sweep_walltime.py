@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 
@@ -41,7 +42,9 @@ def main():
     points = grid(args.n_stations)
     keep = ["mean_queue_length", "ci", "n_events", "warnings"]
 
-    qt.simulate(10, 0.5, 0.1, t_end=10.0, warmup=1.0, seed=0)  # compile before timing
+    with warnings.catch_warnings():  # a tiny run only to compile before timing
+        warnings.simplefilter("ignore")
+        qt.simulate(10, 0.5, 0.1, t_end=10.0, warmup=1.0, seed=0)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         local = qt.sweep(qt.simulate, points, executor=pool, seed=args.seed,

@@ -338,3 +338,16 @@ def test_dask_local_cluster_gives_the_same_numbers():
     assert dask_inv.rows == local_inv.rows
     assert dask_fail[0]["value"] == 9
     assert dask_fail[1]["error"] == "ArithmeticError: negative a=-1"
+
+
+def test_table_columns_and_formatting():
+    with ThreadPoolExecutor(1) as ex:
+        res = qt.sweep(returns_kinds, {"kind": ["dc", "dict"]}, executor=ex,
+                       progress=False)
+    text = res.table(columns=["kind", "mean", "ci"], digits=3)
+    lines = text.splitlines()
+    assert lines[0].split() == ["kind", "mean", "ci"]
+    assert "(2, 3)" in lines[1] and "2.5" in lines[1] and "-" in lines[2]
+    assert "error" not in res.table()  # shown only when a point failed
+    with pytest.raises(ValueError, match="no column"):
+        res.table(columns=["nope"])
