@@ -31,6 +31,27 @@ from .invariant import (  # noqa: F401
     mm1_mean_queue_length,
     top_level,
 )
+from .design import (  # noqa: F401
+    DesignPoint,
+    capacity_without_pooling,
+    design_point,
+    littles_law_sojourn_time,
+    mean_sojourn_time,
+    min_centralization,
+    min_centralization_for_delay,
+)
+from .supermarket import (  # noqa: F401
+    supermarket_fixed_point,
+    supermarket_mean_queue_length,
+)
+from .sweep import (  # noqa: F401
+    SweepError,
+    SweepFailure,
+    SweepResult,
+    expand_grid,
+    point_seeds,
+    sweep,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -57,6 +78,25 @@ __all__ = [
     "mean_queue_length",
     "mm1_mean_queue_length",
     "top_level",
+    # design.py
+    "DesignPoint",
+    "capacity_without_pooling",
+    "design_point",
+    "littles_law_sojourn_time",
+    "mean_sojourn_time",
+    "min_centralization",
+    "min_centralization_for_delay",
+    # supermarket.py
+    "supermarket_fixed_point",
+    "supermarket_mean_queue_length",
+    # sweep.py
+    "SweepError",
+    "SweepFailure",
+    "SweepResult",
+    "expand_grid",
+    "point_seeds",
+    "sweep",
+    # simulation.py
     "SimulationResult",
     "SimulationWarning",
     "replicate",
