@@ -16,6 +16,13 @@ from .invariant import (  # noqa: F401
     mm1_mean_queue_length,
     top_level,
 )
+from .simulation import (  # noqa: F401
+    SimulationResult,
+    SimulationWarning,
+    replicate,
+    sample_path,
+    simulate,
+)
 
 __all__ = [
     "__version__",
@@ -24,4 +31,9 @@ __all__ = [
     "mean_queue_length",
     "mm1_mean_queue_length",
     "top_level",
+    "SimulationResult",
+    "SimulationWarning",
+    "replicate",
+    "sample_path",
+    "simulate",
 ]

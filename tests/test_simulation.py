@@ -1,0 +1,550 @@
+"""Tests of qtheory.simulate / sample_path / replicate against theory.
+
+Every statistical assertion uses a fixed seed and a tolerance taken from the interval the
+simulation itself reports (or from a binomial / Student-t standard error), so a failure
+means a real disagreement, not bad luck: multipliers are chosen so that a correct
+simulator fails a given assertion with probability well below 1e-3.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import sparse, stats
+from scipy.sparse.linalg import spsolve
+
+import qtheory
+from qtheory import simulation as simmod
+from qtheory.simulation import SimulationWarning, replicate, sample_path, simulate
+from qtheory.statistics import batch_means, correlation_threshold, lag1_autocorrelation
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def quiet(fn, *args, **kwargs):
+    """Call fn with SimulationWarnings silenced (for runs whose warnings are expected)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimulationWarning)
+        return fn(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ input validation
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(n_stations=0), "n_stations"),
+        (dict(n_stations=2.0), "n_stations"),
+        (dict(n_stations=True), "n_stations"),
+        (dict(lam=1.0), "lam"),
+        (dict(lam=1 - 1e-17), "lam"),
+        (dict(lam=-0.1), "lam"),
+        (dict(lam=math.nan), "lam"),
+        (dict(p=-0.01), "p"),
+        (dict(p=1.01), "p"),
+        (dict(p=math.nan), "p"),
+        (dict(t_end=0.0), "t_end"),
+        (dict(t_end=-5.0), "t_end"),
+        (dict(t_end=math.inf), "t_end"),
+        (dict(t_end=math.nan), "t_end"),
+        (dict(warmup=-1.0), "warmup"),
+        (dict(warmup=100.0), "warmup"),
+        (dict(warmup=math.nan), "warmup"),
+        (dict(n_batches=1), "n_batches"),
+        (dict(seed=-3), "seed"),
+        (dict(s0=[0.5, 0.2]), "s0"),
+    ],
+)
+def test_simulate_rejects_bad_input(kwargs, name):
+    args = dict(n_stations=3, lam=0.5, p=0.2, t_end=100.0, warmup=10.0, seed=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        simulate(args.pop("n_stations"), args.pop("lam"), args.pop("p"), **args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(times=[1.0, 0.5]), "times"),
+        (dict(times=[math.nan]), "times"),
+        (dict(times=[-1.0]), "times"),
+        (dict(n_stations=-1), "n_stations"),
+        (dict(lam=1.5), "lam"),
+        (dict(s0=[1.0, 0.2, 0.5]), "s0"),
+        (dict(s0=-2), "s0"),
+        (dict(per_station=True, n_stations=10**6, times=np.arange(100.0)), "per_station"),
+    ],
+)
+def test_sample_path_rejects_bad_input(kwargs, name):
+    args = dict(n_stations=3, lam=0.5, p=0.2, times=[0.0, 1.0], seed=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        sample_path(args.pop("n_stations"), args.pop("lam"), args.pop("p"),
+                    args.pop("times"), **args)
+
+
+# ------------------------------------------------------------------ reproducibility (K07)
+
+
+def _same(a, b):
+    return (
+        np.array_equal(a.s, b.s)
+        and np.array_equal(a.batch_s, b.batch_s)
+        and np.array_equal(a.longest_queue_tail, b.longest_queue_tail)
+        and a.n_events == b.n_events
+        and a.ci == b.ci
+    )
+
+
+def test_same_seed_bit_identical_and_global_seed_irrelevant():
+    np.random.seed(0)
+    a = simulate(50, 0.8, 0.1, t_end=300.0, warmup=50.0, seed=7)
+    np.random.seed(12345)
+    b = simulate(50, 0.8, 0.1, t_end=300.0, warmup=50.0, seed=7)
+    c = simulate(50, 0.8, 0.1, t_end=300.0, warmup=50.0, seed=8)
+    assert _same(a, b)
+    assert not np.array_equal(a.batch_s, c.batch_s)
+
+
+def test_no_seed_draws_fresh_entropy_and_records_it():
+    a = simulate(20, 0.7, 0.1, t_end=200.0, warmup=20.0)
+    b = simulate(20, 0.7, 0.1, t_end=200.0, warmup=20.0)
+    assert a.seed_entropy != b.seed_entropy
+    again = simulate(20, 0.7, 0.1, t_end=200.0, warmup=20.0,
+                     seed=np.random.SeedSequence(a.seed_entropy,
+                                                 spawn_key=a.seed_spawn_key))
+    assert _same(a, again)
+
+
+def test_chunking_and_level_growth_do_not_change_a_bit(monkeypatch):
+    # lam = 0.97, p = 0 on one station: the queue passes level 62, so the level arrays
+    # grow during the run; the result must not depend on the chunk size either.
+    kw = dict(t_end=4e4, warmup=1e3, seed=3)
+    a = quiet(simulate, 1, 0.97, 0.0, **kw)
+    assert a.s.size > 64
+    monkeypatch.setattr(simmod, "_CHUNK", 1000)
+    b = quiet(simulate, 1, 0.97, 0.0, **kw)
+    assert _same(a, b)
+    pa = sample_path(4, 0.97, 0.0, np.linspace(0, 3e3, 7), seed=2)
+    monkeypatch.setattr(simmod, "_CHUNK", 333)
+    pb = sample_path(4, 0.97, 0.0, np.linspace(0, 3e3, 7), seed=2)
+    assert np.array_equal(pa, pb)
+
+
+def test_narrow_level_type_is_widened_without_changing_a_bit(monkeypatch):
+    # queues start at 199 (one byte per station) and pass 255: the sorted levels are
+    # widened to uint16 during the run; forcing int32 from the start gives the same bits
+    kw = dict(t_end=3e4, warmup=10.0, seed=12, s0=199)
+    a = quiet(simulate, 2, 0.99, 0.0, **kw)
+    assert a.s.size > 256
+    monkeypatch.setattr(simmod, "_level_dtype", lambda top: np.int32)
+    b = quiet(simulate, 2, 0.99, 0.0, **kw)
+    assert _same(a, b)
+
+
+def test_threads_do_not_share_random_state():
+    seeds = [1, 2, 3, 4]
+    serial = [simulate(30, 0.85, 0.1, t_end=400.0, warmup=50.0, seed=s) for s in seeds]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        threaded = list(ex.map(
+            lambda s: simulate(30, 0.85, 0.1, t_end=400.0, warmup=50.0, seed=s), seeds))
+    assert all(_same(a, b) for a, b in zip(serial, threaded))
+
+
+def test_result_does_not_depend_on_numba_thread_count():
+    a = simulate(40, 0.9, 0.05, t_end=300.0, warmup=30.0, seed=11)
+    code = textwrap.dedent("""
+        import numpy as np, qtheory
+        r = qtheory.simulate(40, 0.9, 0.05, t_end=300.0, warmup=30.0, seed=11)
+        print(repr(r.batch_s.tobytes().hex()))
+    """)
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert eval(out.strip()) == a.batch_s.tobytes().hex()
+
+
+def test_replications_are_independent_and_reproducible():
+    rs = replicate(3, 10, 0.8, 0.1, t_end=200.0, warmup=20.0, seed=5)
+    again = replicate(3, 10, 0.8, 0.1, t_end=200.0, warmup=20.0, seed=5)
+    assert all(_same(a, b) for a, b in zip(rs, again))
+    means = [r.mean_queue_length for r in rs]
+    assert len(set(means)) == 3
+
+
+# ------------------------------------------------------------------ time averages (K08)
+
+
+def test_k08_time_average_not_event_average():
+    r = simulate(1, 0.5, 0.0, t_end=2e5, warmup=100.0, seed=1)
+    lo, hi = r.ci
+    assert lo <= 1.0 <= hi
+    assert r.half_width < 0.05  # the interval excludes the event average 1.5 by far
+    assert abs(r.s[1] - 0.5) <= 2 * r.s_half_width[1]
+    assert abs((1 - r.s[1]) - 0.5) <= 2 * r.s_half_width[1]  # P(empty)
+
+
+def test_k09_mm1_interval_and_its_width():
+    r = simulate(1, 0.8, 0.0, t_end=1e6, warmup=1e3, seed=9)
+    assert r.ci[0] <= 4.0 <= r.ci[1]
+    # sigma^2 = 1800: half-width about 1.96 * sqrt(1800 / 1e6) = 0.083 (t_19 makes it
+    # a little wider; the sample sd of 20 batch means varies by about 16%).
+    assert 0.05 < r.half_width < 0.13
+    assert not r.warnings
+
+
+def _mm1_transient_mean(lam, t_end, kmax=400):
+    """(1/T) int_0^T E[Q(t)] dt for M/M/1 from empty: Kolmogorov forward equations."""
+    from scipy.integrate import solve_ivp
+
+    k = np.arange(kmax + 1)
+    up = np.full(kmax + 1, lam)
+    up[-1] = 0.0
+    down = np.where(k > 0, 1.0, 0.0)
+
+    def rhs(t, y):
+        pi = y[:-1]
+        d = -(up + down) * pi
+        d[1:] += up[:-1] * pi[:-1]
+        d[:-1] += down[1:] * pi[1:]
+        return np.concatenate((d, [k @ pi]))
+
+    y0 = np.zeros(kmax + 2)
+    y0[0] = 1.0
+    sol = solve_ivp(rhs, (0.0, t_end), y0, rtol=1e-10, atol=1e-12, method="DOP853")
+    return sol.y[-1, -1] / t_end
+
+
+def test_k10_warmup_bias_is_real_and_flagged():
+    exact = _mm1_transient_mean(0.9, 1000.0)
+    assert abs(exact - 8.11) < 0.01  # CASES.md K10
+    with pytest.warns(SimulationWarning, match="warm-up"):
+        simulate(1, 0.9, 0.0, t_end=1000.0, warmup=0.0, seed=1)
+    rs = quiet(replicate, 400, 1, 0.9, 0.0, t_end=1000.0, warmup=0.0, seed=10)
+    m = np.array([r.mean_queue_length for r in rs])
+    se = m.std(ddof=1) / math.sqrt(m.size)
+    assert abs(m.mean() - exact) < 4 * se
+    assert m.mean() + 4 * se < 9.0  # the steady-state mean 9 is NOT what this run gives
+
+
+def test_k11_k12_no_inf_nan_empty_system_and_monotone():
+    # lam = 0 with p = 1: every token finds an empty system (central server on empty).
+    r = simulate(5, 0.0, 1.0, t_end=100.0, warmup=10.0, seed=1)
+    assert r.mean_queue_length == 0.0 and r.ci == (0.0, 0.0)
+    assert np.array_equal(r.s, [1.0]) and np.array_equal(r.longest_queue_tail, [1.0])
+    for args in [(7, 0.3, 1.0), (3, 0.95, 0.5), (200, 0.99, 0.05), (1, 0.2, 0.0)]:
+        r = quiet(simulate, *args, t_end=300.0, warmup=30.0, seed=2)
+        for arr in (r.s, r.longest_queue_tail, r.batch_s, r.s_half_width):
+            assert np.all(np.isfinite(arr))
+        assert np.all(r.s >= 0) and np.all(np.diff(r.s) <= 1e-15)
+        assert np.all(np.diff(r.longest_queue_tail) <= 1e-15)
+        assert np.all(r.longest_queue_tail >= r.s - 1e-12)  # M >= i whenever s_i > 0
+        assert r.n_events > 0
+
+
+# ------------------------------------------------------------------ theory checks
+
+
+@pytest.mark.parametrize("n_stations", [1, 10, 300])
+def test_p0_gives_geometric_occupancy(n_stations):
+    lam = 0.6
+    t_end = 4e5 / n_stations
+    r = simulate(n_stations, lam, 0.0, t_end=t_end, warmup=100.0, seed=n_stations)
+    for i in range(1, 6):
+        assert abs(r.s[i] - lam**i) <= 2 * r.s_half_width[i], i
+    assert r.ci[0] - r.half_width <= lam / (1 - lam) <= r.ci[1] + r.half_width
+
+
+@pytest.mark.parametrize("p", [0.3, 1.0])
+def test_single_station_is_mm1_for_any_p(p):
+    lam = 0.6
+    r = simulate(1, lam, p, t_end=2e5, warmup=100.0, seed=21)
+    assert r.ci[0] - r.half_width <= lam / (1 - lam) <= r.ci[1] + r.half_width
+    assert abs(r.s[1] - lam) <= 2 * r.s_half_width[1]
+
+
+def _exact_two_stations(lam, p, kmax=70):
+    """Stationary law of the N = 2 chain (q1, q2) truncated at kmax jobs per station."""
+    n = kmax + 1
+    idx = lambda a, b: a * n + b  # noqa: E731
+    rows, cols, vals = [], [], []
+
+    def add(a, b, a2, b2, rate):
+        if rate > 0:
+            rows.append(idx(a, b))
+            cols.append(idx(a2, b2))
+            vals.append(rate)
+
+    for a in range(n):
+        for b in range(n):
+            if a < kmax:
+                add(a, b, a + 1, b, lam)
+            if b < kmax:
+                add(a, b, a, b + 1, lam)
+            if a > 0:
+                add(a, b, a - 1, b, 1 - p)
+            if b > 0:
+                add(a, b, a, b - 1, 1 - p)
+            if a > b:
+                add(a, b, a - 1, b, 2 * p)
+            elif b > a:
+                add(a, b, a, b - 1, 2 * p)
+            elif a > 0:
+                add(a, b, a - 1, b, p)
+                add(a, b, a, b - 1, p)
+    q = sparse.csr_matrix((vals, (rows, cols)), shape=(n * n, n * n))
+    q = q - sparse.diags(np.asarray(q.sum(axis=1)).ravel())
+    a_mat = q.T.tolil()
+    a_mat[0, :] = 1.0
+    rhs = np.zeros(n * n)
+    rhs[0] = 1.0
+    pi = spsolve(a_mat.tocsr(), rhs).reshape(n, n)
+    qa = np.arange(n)
+    mean_a = float(pi.sum(axis=1) @ qa)
+    longest = np.maximum.outer(qa, qa)
+    p_m = np.array([pi[longest >= i].sum() for i in range(6)])
+    return mean_a, p_m
+
+
+def test_two_stations_against_exact_chain_and_symmetric():
+    lam, p = 0.7, 0.3
+    mean_exact, pm_exact = _exact_two_stations(lam, p)
+    r = simulate(2, lam, p, t_end=2e5, warmup=100.0, seed=4)
+    assert abs(r.mean_queue_length - mean_exact) <= 2 * r.half_width
+    for i in range(1, 4):
+        hw = batch_means(r.batch_longest_queue_tail[:, i]).half_width
+        assert abs(r.longest_queue_tail[i] - pm_exact[i]) <= 2 * hw
+    # per-station view: both stations have the same mean
+    times = 100.0 + np.arange(40_000.0)
+    s, queues = sample_path(2, lam, p, times, seed=5, per_station=True)
+    counts = (queues[:, :, None] >= np.arange(s.shape[1])).mean(axis=1)
+    assert np.array_equal(counts, s)  # the queues and the fractions agree exactly
+    diff = (queues[:, 0] - queues[:, 1]).reshape(20, -1).mean(axis=1)
+    d = batch_means(diff)
+    assert d.ci[0] - d.half_width <= 0.0 <= d.ci[1] + d.half_width
+    per_station = queues.mean(axis=0)
+    assert np.all(np.abs(per_station - mean_exact) < 0.1)
+
+
+@pytest.mark.parametrize("n_stations, lam, p", [(20, 0.8, 0.2), (3, 0.9, 0.3),
+                                                (100, 0.95, 0.05)])
+def test_exact_identity_of_positions_above_level(n_stations, lam, p):
+    # lam E[s_{i-1}] - (1 - p) E[s_i] = p P(M >= i) for every i >= 1 and every N.
+    r = quiet(simulate, n_stations, lam, p, t_end=1.5e6 / n_stations, warmup=200.0,
+              seed=n_stations)
+    bs, bt = r.batch_s, r.batch_longest_queue_tail
+    for i in range(1, min(bs.shape[1], 12)):
+        resid = lam * bs[:, i - 1] - (1 - p) * bs[:, i] - p * bt[:, i]
+        b = batch_means(resid)
+        assert abs(b.mean) <= 2 * b.half_width + 1e-12, (i, b)
+
+
+def test_interval_coverage_on_mm1():
+    lam = 0.5
+    rs = replicate(200, 1, lam, 0.0, t_end=2e4, warmup=50.0, seed=2024)
+    covered = sum(r.ci[0] <= 1.0 <= r.ci[1] for r in rs)
+    # Binomial(200, 0.95): mean 190, sd 3.1
+    assert 180 <= covered <= 199, covered
+
+
+@pytest.mark.slow
+def test_large_n_heavy_traffic_matches_invariant_state():
+    # The paper's case at N = 2000, started at the (rounded) invariant state.  About
+    # 5e8 events (10-20 s): the mean fluctuates slowly in heavy traffic, and a run of a
+    # few thousand time units gives correlated batches (and is flagged as such).
+    lam, p = 0.99, 0.05
+    s_inv = qtheory.invariant_state(lam, p)
+    r = quiet(simulate, 2000, lam, p, t_end=120_000.0, warmup=20_000.0, s0=s_inv,
+              seed=1)
+    fluid = qtheory.mean_queue_length(lam, p)
+    # MODEL.md: N = 2000 gives 24.08 +- 0.11 against the fluid 24.03; allow 0.15 for the
+    # finite-N offset on top of the sampling error.
+    assert abs(r.mean_queue_length - fluid) <= 2 * r.half_width + 0.15
+    m = min(len(r.s), len(s_inv))
+    # finite N smooths the top of the profile: a few stations sit one or two levels
+    # above the fluid top level i* = 39 and the levels just below it are a little lower
+    assert np.max(np.abs(r.s[:m] - s_inv[:m])) < 0.03
+    assert np.max(np.abs(r.s[:30] - s_inv[:30])) < 0.01
+    assert len(r.s) <= len(s_inv) + 5
+
+
+@pytest.mark.parametrize("n_small, n_large, slow", [
+    (500, 2000, False),
+    pytest.param(2000, 8000, True, marks=pytest.mark.slow),
+])
+def test_large_n_critical_top_level_spillover_shrinks_like_sqrt_n(n_small, n_large,
+                                                                  slow):
+    # (0.9, 0.1): lam s_8 = p exactly in the fluid state, i* = 8, s_i = 1 - i/9, mean 4.
+    # The spill-over to level 9 is a finite-N effect of order N^(-1/2) (MODEL.md:
+    # 0.0218, 0.0109, 0.0055 at N = 500, 2000, 8000); it relaxes slowly, so the runs
+    # are long (2e4 time units).
+    lam, p = 0.9, 0.1
+    s_inv = qtheory.invariant_state(lam, p)
+    res = {}
+    for n in (n_small, n_large):
+        res[n] = quiet(simulate, n, lam, p, t_end=20_000.0, warmup=2_000.0, s0=s_inv,
+                       seed=n)
+    big = res[n_large]
+    assert np.max(np.abs(big.s[:9] - s_inv[:9])) < 0.01
+    assert abs(big.mean_queue_length - 4.0) <= 2 * big.half_width + 0.03
+    spill = {n: r.s[9] for n, r in res.items()}
+    for n, r in res.items():
+        assert spill[n] > 4 * r.s_half_width[9]  # clearly positive: not a fluid value
+    ratio = spill[n_small] / spill[n_large]
+    assert 1.5 < ratio < 2.7, ratio  # sqrt(4) = 2
+    assert abs(spill[n_large] * math.sqrt(n_large) - 0.0109 * math.sqrt(2000)) < 0.15
+
+
+def test_sample_path_pure_departures_match_poisson_law():
+    # lam = 0, p = 0, all stations start with 3 jobs: each queue at time t is
+    # max(3 - Poisson(t), 0), so s_1(t) = P(Poisson(t) <= 2).
+    n = 20_000
+    times = np.array([0.0, 0.5, 1.0, 2.0, 4.0])
+    s = sample_path(n, 0.0, 0.0, times, s0=3, seed=8)
+    assert np.array_equal(s[0], [1.0, 1.0, 1.0, 1.0])
+    for i in (1, 2, 3):
+        exact = stats.poisson.cdf(3 - i, times)
+        se = np.sqrt(exact * (1 - exact) / n)
+        assert np.all(np.abs(s[:, i] - exact) <= 5 * se + 1e-12)
+
+
+def test_sample_path_shapes_and_fraction_initial_state():
+    s0 = qtheory.invariant_state(0.9, 0.1)
+    times = [0.0, 0.0, 1.0, 5.0]
+    s = sample_path(900, 0.9, 0.1, times, s0=s0, seed=3)
+    assert s.shape[0] == 4 and s.shape[1] >= len(s0)
+    assert np.allclose(s[0, : len(s0)], s0, atol=0.5 / 900)
+    assert np.array_equal(s[0], s[1])  # no time passes, no event happens
+    assert np.all(s[:, 0] == 1.0) and np.all(np.diff(s, axis=1) <= 0)
+    assert np.allclose(s * 900, np.rint(s * 900))
+
+
+def test_progress_bar_does_not_change_results(capsys):
+    a = simulate(10, 0.8, 0.1, t_end=300.0, warmup=30.0, seed=4, progress=True)
+    b = simulate(10, 0.8, 0.1, t_end=300.0, warmup=30.0, seed=4, progress=False)
+    assert _same(a, b)
+    assert "ev" in capsys.readouterr().err
+
+
+def test_interrupt_between_chunks_propagates(monkeypatch):
+    calls = []
+    real = simmod._k.run_events
+
+    def flaky(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(simmod, "_CHUNK", 1000)
+    monkeypatch.setattr(simmod._k, "run_events", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(10, 0.8, 0.1, t_end=1000.0, warmup=10.0, seed=1)
+
+
+def test_result_reports_inputs_and_no_fluid_value():
+    r = simulate(10, 0.9, 0.1, t_end=500.0, warmup=50.0, seed=1)
+    assert (r.n_stations, r.lam, r.p, r.t_end, r.warmup) == (10, 0.9, 0.1, 500.0, 50.0)
+    assert r.s[0] == 1.0 and r.longest_queue_tail[0] == 1.0
+    assert math.isclose(r.mean_queue_length, float(r.s[1:].sum()), rel_tol=1e-12)
+    assert r.ci[0] <= r.mean_queue_length <= r.ci[1]
+    assert "SimulationResult" in repr(r) and "mean queue length" in r.summary()
+    assert not any("fluid" in f for f in r.__dataclass_fields__)
+
+
+# ------------------------------------------------------------------ statistics helpers
+
+
+def test_batch_means_and_correlation_diagnostic():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    assert abs(lag1_autocorrelation(x)) < 0.15
+    ar = np.empty(400)
+    ar[0] = 0.0
+    for t in range(1, 400):
+        ar[t] = 0.8 * ar[t - 1] + rng.normal()
+    assert lag1_autocorrelation(ar) > 0.6
+    assert correlation_threshold(20) > 0.1 and correlation_threshold(10_000) == 0.1
+    b = batch_means([1.0, 2.0, 3.0])
+    assert b.mean == 2.0
+    assert math.isclose(b.half_width, stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3))
+    with pytest.raises(ValueError, match="batch_values"):
+        batch_means([1.0])
+
+
+def test_correlated_batches_are_flagged():
+    # p = 0.1, lam = 0.95, N = 200 over a short horizon from empty: the mean is still
+    # drifting, so consecutive batch means are strongly correlated.
+    with pytest.warns(SimulationWarning, match="correlated"):
+        simulate(200, 0.95, 0.1, t_end=200.0, warmup=1.0, seed=1)
+
+
+# ------------------------------------------------------------------ robustness (K18)
+
+
+def _read_only_command(pkg_root, home, code):
+    """Command running ``code`` with pkg_root and home read-only (even for root)."""
+    if os.name == "posix" and os.geteuid() == 0:
+        # root ignores permission bits: use read-only bind mounts in a private mount
+        # namespace instead
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root without unshare: cannot make a folder read-only")
+        probe = subprocess.run(["unshare", "-m", "-r", "true"], capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip("running as root and unshare -m is not permitted")
+        script = ('mount --bind -o ro "$1" "$1" && mount --bind -o ro "$2" "$2" && '
+                  'exec "$3" -c "$4"')
+        return ["unshare", "-m", "-r", "sh", "-c", script, "sh", str(pkg_root),
+                str(home), sys.executable, code]
+    return [sys.executable, "-c", code]
+
+
+@pytest.mark.parametrize("user_cache", [False, True])
+def test_import_with_read_only_package_and_home(tmp_path, user_cache):
+    # K18: numba's cache=True with a read-only package folder and an unwritable home
+    pkg_root = tmp_path / "ro"
+    shutil.copytree(ROOT / "qtheory", pkg_root / "qtheory",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    home = tmp_path / "home"
+    home.mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for path in [pkg_root, home, *pkg_root.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(HOME=str(home), PYTHONPATH=str(pkg_root), XDG_CACHE_HOME=str(home),
+               PYTHONDONTWRITEBYTECODE="1")
+    if user_cache:
+        env["NUMBA_CACHE_DIR"] = str(cache)
+    code = ("import qtheory; r = qtheory.simulate(3, 0.5, 0.2, t_end=50.0, warmup=5.0, "
+            "seed=1); print(qtheory.__file__); print(r.mean_queue_length)")
+    try:
+        proc = subprocess.run(_read_only_command(pkg_root, home, code), env=env,
+                              capture_output=True, text=True, timeout=180,
+                              cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr
+        assert str(pkg_root) in proc.stdout
+        assert math.isfinite(float(proc.stdout.split()[-1]))
+        cached = list(cache.rglob("*.nbi"))
+        if user_cache:
+            assert cached, "NUMBA_CACHE_DIR was not used"
+            assert "no writable numba cache" not in proc.stderr
+        else:
+            assert not cached
+            assert not list(pkg_root.rglob("*.nbi")) and not list(home.rglob("*.nbi"))
+            assert "no writable numba cache" in proc.stderr
+    finally:
+        for path in [pkg_root, home, *pkg_root.rglob("*")]:
+            path.chmod(0o755)
