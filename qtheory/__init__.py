@@ -16,6 +16,16 @@ from .invariant import (  # noqa: F401
     mm1_mean_queue_length,
     top_level,
 )
+from .exact import (  # noqa: F401
+    ExactResult,
+    exact_memory_estimate,
+    exact_state_space_size,
+    exact_stationary,
+)
+from .concentration import (  # noqa: F401
+    ConcentrationResult,
+    concentration_study,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -36,4 +46,10 @@ __all__ = [
     "replicate",
     "sample_path",
     "simulate",
+    "ExactResult",
+    "exact_memory_estimate",
+    "exact_state_space_size",
+    "exact_stationary",
+    "ConcentrationResult",
+    "concentration_study",
 ]

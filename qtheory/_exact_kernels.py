@@ -325,3 +325,35 @@ def max_abs_residual(indptr, indices, data, x, first):
     if first == 1 and abs(total) > out:
         out = abs(total)
     return out
+
+
+@jit
+def expected_l1_distance(states, pi, target):
+    """E sum_{i>=1} |s_i(X) - target[i]| over the law pi of the sorted states X.
+
+    ``target`` has shape (L + 1,) with L at least the largest queue length in ``states``;
+    s_i(X) is the fraction of the N stations of state X holding at least i jobs.
+    """
+    m, n = states.shape
+    L = target.shape[0] - 1
+    total_target = 0.0
+    for i in range(1, L + 1):
+        total_target += target[i]
+    out = 0.0
+    for r in range(m):
+        w = pi[r]
+        if w == 0.0:
+            continue
+        # levels where s_i(X) > 0 are 1..max; above, the term is target[i] itself
+        amax = states[r, n - 1]
+        d = 0.0
+        rest = total_target
+        j = 0  # first index with states[r, j] >= i
+        for i in range(1, amax + 1):
+            while states[r, j] < i:
+                j += 1
+            si = (n - j) / n
+            d += abs(si - target[i])
+            rest -= target[i]
+        out += w * (d + rest)
+    return out

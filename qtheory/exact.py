@@ -60,7 +60,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from . import _exact_kernels as _k
-from ._validation import check_lam, check_p, check_positive_int, check_real
+from ._validation import check_lam, check_p, check_positive_int, check_real, check_s0
 
 __all__ = [
     "ExactResult",
@@ -203,6 +203,32 @@ class ExactResult:
         """P(M = i), i = 0..max_queue, for the longest queue M; shape (K + 1,)."""
         t = np.append(self.longest_queue_tail, 0.0)
         return t[:-1] - t[1:]
+
+    def expected_distance(self, target):
+        r"""Expected :math:`\ell_1` distance :math:`E \sum_{i \ge 1} |s_i - t_i|`.
+
+        Parameters
+        ----------
+        target : array_like of float, shape (levels,)
+            Tail fractions ``t`` (``t[0] == 1``), e.g. the invariant state
+            :func:`qtheory.invariant_state`; missing levels count as 0.
+
+        Returns
+        -------
+        float
+            The stationary mean of the distance between the random occupancy vector
+            :math:`s^N` of the truncated chain and ``target``.
+
+        Raises
+        ------
+        ValueError
+            If ``target`` is not valid tail fractions (see ``check_s0``).
+        """
+        t = check_s0(target, "target")
+        L = max(self.max_queue, t.size - 1)
+        padded = np.zeros(L + 1)
+        padded[: t.size] = t
+        return float(_k.expected_l1_distance(self.states, self.probabilities, padded))
 
     def balance_defect(self):
         r"""Left side minus right side of the exact identity, for i = 1..max_queue.
