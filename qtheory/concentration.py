@@ -116,6 +116,9 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
                         low_open=True, high_open=True)
     K = check_positive_int(start, "start", minimum=2)
     max_states = check_positive_int(max_states, "max_states")
+    # start no higher than the state budget allows
+    while K > 2 and exact_state_space_size(n, K) > max_states:
+        K -= 1
     for _ in range(5):
         if exact_state_space_size(n, K) > max_states:
             raise ValueError(
@@ -126,12 +129,17 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
         if r.boundary_mass <= target:
             return r
         law = r.longest_queue_law
-        # tail ratio a few levels below the boundary, where blocking distorts little
-        j = max(1, K - 3)
-        rho = law[j] / law[j - 1] if law[j - 1] > 0 else 0.5
-        rho = min(max(rho, 1e-3), 0.999)
-        need = K + math.log(target / r.boundary_mass) / math.log(rho) + 2
-        K = int(max(math.ceil(need), math.ceil(1.2 * K)))
+        # geometric fit of the law of M on the upper half of the levels, stopping a few
+        # levels short of the boundary where blocking distorts it
+        lv = np.arange(max(1, K // 2), max(2, K - 2))
+        lv = lv[law[lv] > 0]
+        if lv.size >= 2:
+            slope, icpt = np.polyfit(lv, np.log(law[lv]), 1)
+            rho = min(max(math.exp(slope), 1e-3), 0.999)
+            need = (math.log(target) - icpt) / math.log(rho) + 1
+        else:
+            need = 2 * K
+        K = int(max(math.ceil(need), K + max(2, K // 10)))
     raise ValueError(f"no truncation level found for n_stations={n} with boundary mass "
                      f"below {target:g}")
 

@@ -105,8 +105,9 @@ def exact_memory_estimate(n_stations, max_queue):
 
     The estimate counts the stored states (int16), the sparse generator and its transpose
     (8-byte values, 4- or 8-byte indices; at most ``1 + 2 min(N, K + 1)`` entries per
-    state), the ILU(0) factor values and the GMRES basis of ``61`` vectors.  It is an
-    upper bound up to allocator overhead (measured in ``bench/exact_limits.py``).
+    state), the ILU(0) factor values and the GMRES basis of ``61`` vectors, plus 10% and
+    250 MB for the interpreter and its libraries.  Compared with the measured peak
+    resident memory in ``bench/exact_limits.py``.
 
     Parameters
     ----------
@@ -133,7 +134,8 @@ def exact_memory_estimate(n_stations, max_queue):
     states = S * 2 * n
     build = states + S * 16 + 2 * E * (8 + ib) + S * 8
     solve = states + E * (8 + ib) + E * 8 + S * 8 + (_RESTART + 8) * S * 8
-    return int(max(build, solve))
+    # the interpreter with NumPy, SciPy and numba loaded, and 10% for the allocator
+    return int(1.1 * max(build, solve)) + 250 * 10**6
 
 
 @dataclass(frozen=True)
