@@ -52,6 +52,16 @@ from .sweep import (  # noqa: F401
     point_seeds,
     sweep,
 )
+from .exact import (  # noqa: F401
+    ExactResult,
+    exact_memory_estimate,
+    exact_state_space_size,
+    exact_stationary,
+)
+from .concentration import (  # noqa: F401
+    ConcentrationResult,
+    concentration_study,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -102,4 +112,10 @@ __all__ = [
     "replicate",
     "sample_path",
     "simulate",
+    "ExactResult",
+    "exact_memory_estimate",
+    "exact_state_space_size",
+    "exact_stationary",
+    "ConcentrationResult",
+    "concentration_study",
 ]
