@@ -62,6 +62,14 @@ from .concentration import (  # noqa: F401
     ConcentrationResult,
     concentration_study,
 )
+from .theory_checks import (  # noqa: F401
+    BalanceCheck,
+    fluid_distance_curve,
+    longest_queue_limit,
+    relaxation_rate_bound,
+    shifted_invariant_state,
+    stationary_balance,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -118,4 +126,11 @@ __all__ = [
     "exact_stationary",
     "ConcentrationResult",
     "concentration_study",
+    # theory_checks.py
+    "BalanceCheck",
+    "fluid_distance_curve",
+    "longest_queue_limit",
+    "relaxation_rate_bound",
+    "shifted_invariant_state",
+    "stationary_balance",
 ]
