@@ -52,6 +52,24 @@ from .sweep import (  # noqa: F401
     point_seeds,
     sweep,
 )
+from .exact import (  # noqa: F401
+    ExactResult,
+    exact_memory_estimate,
+    exact_state_space_size,
+    exact_stationary,
+)
+from .concentration import (  # noqa: F401
+    ConcentrationResult,
+    concentration_study,
+)
+from .theory_checks import (  # noqa: F401
+    BalanceCheck,
+    fluid_distance_curve,
+    longest_queue_limit,
+    relaxation_rate_bound,
+    shifted_invariant_state,
+    stationary_balance,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -102,4 +120,17 @@ __all__ = [
     "replicate",
     "sample_path",
     "simulate",
+    "ExactResult",
+    "exact_memory_estimate",
+    "exact_state_space_size",
+    "exact_stationary",
+    "ConcentrationResult",
+    "concentration_study",
+    # theory_checks.py
+    "BalanceCheck",
+    "fluid_distance_curve",
+    "longest_queue_limit",
+    "relaxation_rate_bound",
+    "shifted_invariant_state",
+    "stationary_balance",
 ]

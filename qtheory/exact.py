@@ -1,0 +1,460 @@
+r"""Exact stationary distributions of small N-station systems.
+
+For a handful of stations the Markov chain of the N-station system can be solved
+numerically to machine precision, with no Monte Carlo error and no large-N limit: a third
+witness beside simulation and the fluid model.
+
+The state space
+---------------
+Stations are exchangeable, so the chain of *sorted* queue-length vectors
+:math:`a_1 \le \dots \le a_N` is itself Markov (equivalently the occupancy vector
+:math:`(n_0, n_1, \dots)`).  The chain is truncated at ``max_queue`` :math:`= K`: an
+arrival to a station that already holds :math:`K` jobs is *blocked* (lost).  The
+truncated space holds the multisets of :math:`N` values in :math:`\{0, \dots, K\}`,
+
+.. math:: |\mathcal S_{N,K}| = \binom{K + N}{N},
+
+enumerated in the colexicographic order of the combinatorial number system: state
+:math:`a` has rank :math:`\sum_j \binom{a_j + j}{j + 1}` (0-based :math:`j`), and a
+neighbour's rank follows from the current one in :math:`O(1)`.
+
+The generator
+-------------
+From a state with :math:`m` stations holding exactly :math:`a` jobs (MODEL.md, section 3):
+an arrival to one of them at total rate :math:`m\lambda` (if :math:`a < K`), a local
+service at total rate :math:`m(1-p)` (if :math:`a \ge 1`), and, at the top level
+:math:`a = \max_j a_j \ge 1`, the central service at rate :math:`Np`.
+
+Truncation
+----------
+Blocking changes the chain only through states with a station at :math:`K`.  The
+stationary probability of those states (``boundary_mass`` = :math:`P(M = K)`, with
+:math:`M` the longest queue) and a geometric extrapolation of the tail of :math:`M`
+(``truncation_error_estimate``) say how much the truncation matters.  Balance of the
+flow across level :math:`i` holds exactly in the truncated chain in the form
+
+.. math:: \lambda E[s_{i-1}] - (1-p) E[s_i] - p P(M \ge i) = \lambda E[s_K],
+   \qquad 1 \le i \le K,
+
+whose right-hand side, the blocked arrival rate per station, vanishes as
+:math:`K \to \infty` and gives the identity of Tsitsiklis and Xu for the untruncated
+chain.
+
+References
+----------
+J. N. Tsitsiklis and K. Xu, "On the power of (even a little) resource pooling",
+Stochastic Systems 2(1), 2012, Section 2 (the model) and Section 6 (the stationary
+distributions of the N-systems).  W. J. Stewart, *Introduction to the Numerical Solution
+of Markov Chains*, Princeton University Press, 1994, Chapters 2-4 (direct and
+preconditioned projection methods for :math:`\pi Q = 0`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from . import _exact_kernels as _k
+from ._validation import check_lam, check_p, check_positive_int, check_real, check_s0
+
+__all__ = [
+    "ExactResult",
+    "exact_stationary",
+    "exact_state_space_size",
+    "exact_memory_estimate",
+]
+
+# Largest state space solved by a sparse direct factorisation under method="auto".
+_DIRECT_LIMIT = 5_000
+_RESTART = 60
+
+
+def exact_state_space_size(n_stations, max_queue):
+    r"""Number of states of the truncated chain, :math:`\binom{K + N}{N}`.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N, at least 1.
+    max_queue : int
+        Truncation level K (largest queue length per station), at least 1.
+
+    Returns
+    -------
+    int
+        The number of multisets of N queue lengths in ``{0, ..., max_queue}`` (an exact
+        Python integer, however large).
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` or ``max_queue`` is not an integer >= 1.
+    """
+    n = check_positive_int(n_stations, "n_stations")
+    k = check_positive_int(max_queue, "max_queue")
+    return math.comb(k + n, n)
+
+
+def exact_memory_estimate(n_stations, max_queue):
+    """Peak memory in bytes that :func:`exact_stationary` is estimated to need.
+
+    The estimate counts the stored states (int16), the sparse generator and its transpose
+    (8-byte values, 4- or 8-byte indices; at most ``1 + 2 min(N, K + 1)`` entries per
+    state), the ILU(0) factor values and the GMRES basis of ``61`` vectors, plus 10% and
+    250 MB for the interpreter and its libraries.  Compared with the measured peak
+    resident memory in ``bench/exact_limits.py``.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N, at least 1.
+    max_queue : int
+        Truncation level K, at least 1.
+
+    Returns
+    -------
+    int
+        Bytes.
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` or ``max_queue`` is not an integer >= 1.
+    """
+    n = check_positive_int(n_stations, "n_stations")
+    k = check_positive_int(max_queue, "max_queue")
+    S = math.comb(k + n, n)
+    E = S * (1 + 2 * min(n, k + 1))
+    ib = 4 if E < 2**31 else 8
+    states = S * 2 * n
+    build = states + S * 16 + 2 * E * (8 + ib) + S * 8
+    solve = states + E * (8 + ib) + E * 8 + S * 8 + (_RESTART + 8) * S * 8
+    # the interpreter with NumPy, SciPy and numba loaded, and 10% for the allocator
+    return int(1.1 * max(build, solve)) + 250 * 10**6
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    r"""The stationary distribution of a truncated N-station system and its summaries.
+
+    Attributes
+    ----------
+    n_stations, lam, p, max_queue : int, float, float, int
+        The inputs.
+    n_states : int
+        Size of the truncated state space, :math:`\binom{K+N}{N}`.
+    states : ndarray of int16, shape (n_states, n_stations)
+        Every state as a non-decreasing vector of queue lengths, in rank order.
+    probabilities : ndarray of float64, shape (n_states,)
+        Stationary probability of each state (non-negative, summing to 1).
+    s : ndarray of float64, shape (max_queue + 1,)
+        ``s[i]`` = E[fraction of stations with at least i jobs]; ``s[0] == 1``.  By
+        exchangeability also the probability that a given station holds at least i jobs.
+    mean_queue_length : float
+        Expected number of jobs per station, ``s[1:].sum()``.
+    longest_queue_tail : ndarray of float64, shape (max_queue + 1,)
+        ``longest_queue_tail[i]`` = P(M >= i), M the longest queue.
+    boundary_mass : float
+        P(M = max_queue): probability that some station is full (arrivals blocked).
+    blocked_rate : float
+        Blocked arrivals per station per unit time, ``lam * s[max_queue]``.
+    truncation_error_estimate : float
+        Estimated P(M > max_queue) in the untruncated system, extrapolating the last
+        two values of the law of M geometrically (``inf`` when the tail does not decay).
+    residual : float
+        max_j |(pi Q)_j| of the returned distribution (rates per unit time).
+    method : str
+        ``"direct"`` (sparse LU) or ``"gmres"`` (ILU(0)-preconditioned GMRES).
+    iterations : int
+        GMRES iterations (0 for the direct method).
+    seconds : float
+        Wall time of the build and the solve.
+    """
+
+    n_stations: int
+    lam: float
+    p: float
+    max_queue: int
+    n_states: int
+    states: np.ndarray = field(repr=False)
+    probabilities: np.ndarray = field(repr=False)
+    s: np.ndarray = field(repr=False)
+    mean_queue_length: float
+    longest_queue_tail: np.ndarray = field(repr=False)
+    boundary_mass: float
+    blocked_rate: float
+    truncation_error_estimate: float
+    residual: float
+    method: str
+    iterations: int
+    seconds: float
+
+    @property
+    def station_queue_law(self):
+        """P(a given station holds exactly i jobs), i = 0..max_queue; shape (K + 1,)."""
+        s = np.append(self.s, 0.0)
+        return s[:-1] - s[1:]
+
+    @property
+    def longest_queue_law(self):
+        """P(M = i), i = 0..max_queue, for the longest queue M; shape (K + 1,)."""
+        t = np.append(self.longest_queue_tail, 0.0)
+        return t[:-1] - t[1:]
+
+    def expected_distance(self, target):
+        r"""Expected :math:`\ell_1` distance :math:`E \sum_{i \ge 1} |s_i - t_i|`.
+
+        Parameters
+        ----------
+        target : array_like of float, shape (levels,)
+            Tail fractions ``t`` (``t[0] == 1``), e.g. the invariant state
+            :func:`qtheory.invariant_state`; missing levels count as 0.
+
+        Returns
+        -------
+        float
+            The stationary mean of the distance between the random occupancy vector
+            :math:`s^N` of the truncated chain and ``target``.
+
+        Raises
+        ------
+        ValueError
+            If ``target`` is not valid tail fractions (see ``check_s0``).
+        """
+        t = check_s0(target, "target")
+        L = max(self.max_queue, t.size - 1)
+        padded = np.zeros(L + 1)
+        padded[: t.size] = t
+        return float(_k.expected_l1_distance(self.states, self.probabilities, padded))
+
+    def balance_defect(self):
+        r"""Left side minus right side of the exact identity, for i = 1..max_queue.
+
+        Returns
+        -------
+        ndarray of float64, shape (max_queue,)
+            :math:`\lambda E[s_{i-1}] - (1-p)E[s_i] - pP(M \ge i)`.  In the truncated
+            chain it equals the blocked arrival rate ``blocked_rate`` for every i, up to
+            the solver's residual; it tends to 0 as ``max_queue`` grows.
+
+        References
+        ----------
+        Tsitsiklis and Xu (2012), the balance of positions at or above level i (MODEL.md,
+        section 6).
+        """
+        s, t = self.s, self.longest_queue_tail
+        return self.lam * s[:-1] - (1.0 - self.p) * s[1:] - self.p * t[1:]
+
+
+def _build_generator(n, K, lam, p):
+    """CSR arrays of Q (rows = source) and the states, in rank order."""
+    S = math.comb(K + n, n)
+    binom = _k.binomial_table(K + n, n)
+    counts = _k.count_entries(n, K, S)
+    indptr = np.zeros(S + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    nnz = int(indptr[-1])
+    itype = np.int32 if max(S, nnz) < 2**31 else np.int64
+    indices = np.empty(nnz, dtype=itype)
+    data = np.empty(nnz)
+    states = np.empty((S, n), dtype=np.int16)
+    _k.fill_generator(n, K, lam, p, binom, indptr, indices, data, states)
+    if itype is np.int32:
+        indptr = indptr.astype(np.int32)
+    return indptr, indices, data, states
+
+
+def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
+                     maxiter=20_000, memory_limit=4 * 10**9, progress=False):
+    r"""Stationary distribution of the N-station system, truncated at ``max_queue``.
+
+    Builds the generator :math:`Q` of the chain of sorted queue-length vectors as a
+    sparse matrix and solves :math:`\pi Q = 0`, :math:`\sum \pi = 1`.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N, at least 1.
+    lam : float
+        Arrival rate per station (jobs per mean service time), ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``: local servers have rate ``1 - p``,
+        the central server rate ``N p``.
+    max_queue : int
+        Truncation level K >= 1: an arrival to a station holding K jobs is blocked.
+        Choose it so that ``boundary_mass`` is negligible for the question asked.
+    method : {"auto", "direct", "gmres"}
+        ``"direct"`` factorises with SuperLU (exact to rounding, but fill-in makes it
+        slow beyond a few thousand states); ``"gmres"`` runs restarted GMRES(60) with an
+        ILU(0) preconditioner; ``"auto"`` picks direct up to 5000 states.
+    tol : float
+        Convergence target: the returned :math:`\pi` satisfies
+        :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
+        ``N(1 + lam)`` (``0 < tol < 1``).
+    maxiter : int
+        Largest number of GMRES iterations.
+    memory_limit : int or float
+        Bytes; if :func:`exact_memory_estimate` exceeds it a ``ValueError`` is raised
+        before anything is built.
+    progress : bool
+        Show a tqdm bar over GMRES restart cycles.
+
+    Returns
+    -------
+    ExactResult
+        Inputs, ``n_states``, the states and their probabilities, ``s``,
+        ``mean_queue_length``, ``longest_queue_tail``, ``boundary_mass``,
+        ``truncation_error_estimate``, the residual and solver details.
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` or ``max_queue`` is not an integer >= 1, ``lam`` is outside
+        ``[0, 1)``, ``p`` outside ``[0, 1]``, ``method`` unknown, ``tol`` not in
+        ``(0, 1)``; or if the estimated memory exceeds ``memory_limit`` (the message
+        gives the number of states and the estimate), or ``max_queue > 32767``.
+    RuntimeError
+        If GMRES does not reach ``tol`` within ``maxiter`` iterations (never a silent
+        unconverged answer).
+
+    Notes
+    -----
+    Truncation: see the module docstring.  With ``max_queue`` large enough the results
+    converge to those of the untruncated chain; ``truncation_error_estimate`` estimates
+    the probability mass cut off.  For ``lam = 0`` the system stays empty.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Section 2 (the N-system) and Theorem 3.7 (its stationary
+    distributions concentrate on the invariant state).  Stewart (1994), Sections 2.3 and
+    4.5-4.6 (direct solution and preconditioned GMRES for Markov chains).
+
+    Examples
+    --------
+    >>> r = exact_stationary(1, 0.5, 0.3, max_queue=60)   # M/M/1, service rate 1
+    >>> round(r.mean_queue_length, 10)
+    1.0
+    """
+    n = check_positive_int(n_stations, "n_stations")
+    lam = check_lam(lam)
+    p = check_p(p)
+    K = check_positive_int(max_queue, "max_queue")
+    if K > np.iinfo(np.int16).max:
+        raise ValueError(f"max_queue must be at most 32767, got {K}")
+    if method not in ("auto", "direct", "gmres"):
+        raise ValueError(f"method must be 'auto', 'direct' or 'gmres', got {method!r}")
+    tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
+    maxiter = check_positive_int(maxiter, "maxiter")
+    memory_limit = check_real(memory_limit, "memory_limit", low=0.0, low_open=True)
+
+    S = math.comb(K + n, n)
+    need = exact_memory_estimate(n, K)
+    if need > memory_limit:
+        raise ValueError(
+            f"the state space for n_stations={n}, max_queue={K} has {S:.4g} states and "
+            f"needs about {need / 1e9:.3g} GB, more than memory_limit="
+            f"{memory_limit / 1e9:.3g} GB; lower n_stations or max_queue, or raise "
+            "memory_limit"
+        )
+    t0 = time.perf_counter()
+    t_iter = 0
+    if lam == 0.0:
+        pi = np.zeros(S)
+        pi[0] = 1.0
+        # Nothing ever arrives: the empty state (rank 0) is absorbing and is the law.
+        states = _build_generator(n, K, 0.0, p)[3]
+        residual, used = 0.0, "direct"
+    else:
+        indptr, indices, data, states = _build_generator(n, K, lam, p)
+        Q = sp.csr_matrix((data, indices, indptr), shape=(S, S))
+        del indptr, indices, data
+        # CSC of Q is CSR of Q^T: row j of Q^T lists the rates into state j.
+        Qc = Q.tocsc()
+        del Q
+        Qc.sort_indices()
+        tp, ti, td = Qc.indptr, Qc.indices, Qc.data
+        # Replace the balance equation of the empty state (rank 0) by pi_0 = 1.
+        saved = td[tp[0]:tp[1]].copy()
+        td[tp[0]:tp[1]] = 0.0
+        td[tp[0]] = 1.0  # indices are sorted and column 0 is the diagonal of row 0
+        rhs = np.zeros(S)
+        rhs[0] = 1.0
+        used = method
+        if method == "auto":
+            used = "direct" if S <= _DIRECT_LIMIT else "gmres"
+        if used == "direct":
+            A = sp.csr_matrix((td, ti, tp), shape=(S, S))
+            x = spla.spsolve(A.tocsc(), rhs)
+        else:
+            x, t_iter = _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam)
+        td[tp[0]:tp[1]] = saved
+        x = np.maximum(x, 0.0)  # rounding can leave -1e-20 where pi is ~1e-20
+        pi = x / x.sum()
+        residual = float(_k.max_abs_residual(tp, ti, td, pi, 0))
+        if used == "gmres" and residual > tol * n * (1.0 + lam):
+            raise RuntimeError(
+                f"GMRES stopped with residual {residual:.3g} > tol * N(1 + lam) = "
+                f"{tol * n * (1 + lam):.3g}; raise maxiter or tol"
+            )
+        del Qc, tp, ti, td
+    s, tail = _k.state_statistics(states, pi, K)
+    law_k = tail[K]
+    law_k1 = tail[K - 1] - tail[K]
+    if law_k == 0.0:
+        est = 0.0
+    elif law_k1 <= law_k:
+        est = math.inf
+    else:
+        rho = law_k / law_k1
+        est = law_k * rho / (1.0 - rho)
+    return ExactResult(
+        n_stations=n, lam=lam, p=p, max_queue=K, n_states=S, states=states,
+        probabilities=pi, s=s, mean_queue_length=float(math.fsum(s[1:])),
+        longest_queue_tail=tail, boundary_mass=float(law_k),
+        blocked_rate=float(lam * s[K]), truncation_error_estimate=float(est),
+        residual=residual, method=used, iterations=int(t_iter),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam):
+    """ILU(0)-preconditioned GMRES(_RESTART) on the replaced system; returns x, its."""
+    S = rhs.shape[0]
+    lu, diag = _k.ilu0(tp, ti, td)
+    V = np.empty((_RESTART + 1, S))
+    x = np.zeros(S)
+    target = tol * n * (1.0 + lam)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=maxiter, desc="GMRES iterations", leave=False)
+    its = 0
+    # The inner tolerance is on the unnormalised system (pi_0 = 1); the true test is on
+    # the normalised pi, done after each cycle.
+    inner = tol
+    try:
+        while its < maxiter:
+            k, _ = _k.gmres_cycle(tp, ti, td, lu, diag, rhs, x, 1.0, inner,
+                                  min(_RESTART, maxiter - its), V)
+            its += k
+            if bar is not None:
+                bar.update(k)
+            tot = x.sum()
+            if tot > 0:
+                res = _k.max_abs_residual(tp, ti, td, x / tot, 1)
+                if res <= target:
+                    break
+            if k == 0:
+                inner *= 0.1  # the unnormalised residual is met but pi is not: tighten
+                if inner < 1e-300:
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    return x, its
