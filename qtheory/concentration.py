@@ -116,6 +116,18 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
                         low_open=True, high_open=True)
     K = check_positive_int(start, "start", minimum=2)
     max_states = check_positive_int(max_states, "max_states")
+    # A long queue gets lam and is served at about 1 + (N - 1) p, so P(M = K) decays no
+    # faster than about (lam / (1 + (N - 1) p))**K: refuse at once when even 80% of the
+    # level this predicts exceeds the budget.
+    lam_ = check_lam(lam)
+    rho_h = lam_ / (1.0 + (n - 1) * check_p(p))
+    if 0.0 < rho_h:
+        k_low = max(2, int(0.8 * math.log(target) / math.log(rho_h)))
+        if exact_state_space_size(n, k_low) > max_states:
+            raise ValueError(
+                f"n_stations={n} needs max_queue of at least about {k_low} for boundary "
+                f"mass below {target:g}: {exact_state_space_size(n, k_low)} states > "
+                f"max_states={max_states}")
     # start no higher than the state budget allows
     while K > 2 and exact_state_space_size(n, K) > max_states:
         K -= 1
