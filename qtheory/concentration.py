@@ -34,7 +34,7 @@ import numpy as np
 from ._validation import check_lam, check_p, check_positive_int, check_real, check_seed
 from .exact import exact_state_space_size, exact_stationary
 from .invariant import invariant_state, mean_queue_length
-from .statistics import batch_means
+from .statistics import batch_means, correlation_threshold
 
 __all__ = ["ConcentrationResult", "concentration_study", "fit_power_law",
            "auto_max_queue"]
@@ -116,6 +116,19 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
                         low_open=True, high_open=True)
     K = check_positive_int(start, "start", minimum=2)
     max_states = check_positive_int(max_states, "max_states")
+    # A long queue gets lam and is served at about 1 + (N - 1) p, so P(M = K) decays no
+    # faster than about (lam / (1 + (N - 1) p))**K: refuse at once when even 80% of the
+    # level this predicts exceeds the budget.
+    lam_ = check_lam(lam)
+    rho_h = lam_ / (1.0 + (n - 1) * check_p(p))
+    if 0.0 < rho_h < 1.0:
+        k_low = max(2, int(0.8 * math.log(target) / math.log(rho_h)))
+        if exact_state_space_size(n, k_low) > max_states:
+            raise ValueError(
+                f"n_stations={n} needs max_queue of at least about {k_low} for boundary "
+                f"mass below {target:g}: {exact_state_space_size(n, k_low)} states > "
+                f"max_states={max_states}")
+        K = max(K, k_low)  # below k_low the law of M is not yet geometric
     # start no higher than the state budget allows
     while K > 2 and exact_state_space_size(n, K) > max_states:
         K -= 1
@@ -173,6 +186,11 @@ class ConcentrationResult:
         Truncation boundary mass (exact rows; NaN for simulated rows).
     t_end, warmup : ndarray of float64, shape (m,)
         Run lengths of simulated rows (NaN for exact rows).
+    lag1 : ndarray of float64, shape (m,)
+        Lag-1 autocorrelation of the batch means of the mean queue length (simulated
+        rows; NaN for exact rows).  Above
+        :func:`qtheory.statistics.correlation_threshold` the batches are too short and
+        the intervals too narrow.
     """
 
     lam: float
@@ -192,6 +210,7 @@ class ConcentrationResult:
     boundary_mass: np.ndarray
     t_end: np.ndarray
     warmup: np.ndarray
+    lag1: np.ndarray
 
     @property
     def mean_excess(self):
@@ -324,6 +343,13 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     ValueError
         For parameters out of range (named in the message).
 
+    Warns
+    -----
+    RuntimeWarning
+        When the batch means of a simulated row are correlated (lag-1 autocorrelation
+        above :func:`qtheory.statistics.correlation_threshold`): that row's intervals are
+        too narrow.  The simulator's own per-run warnings are collected into this one.
+
     References
     ----------
     Tsitsiklis and Xu (2012), Theorem 3.7 (concentration of the stationary laws on the
@@ -377,7 +403,8 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
                            dist=r.expected_distance(sI), dist_hw=0.0,
                            bias=float(np.abs(es - tI)[1:].sum()),
                            spill=float(es[istar + 1]), spill_hw=0.0,
-                           boundary=r.boundary_mass, t_end=math.nan, warmup=math.nan)
+                           boundary=r.boundary_mass, t_end=math.nan, warmup=math.nan,
+                           lag1=math.nan)
         if row is None:
             t_end = events / (n * (1.0 + lam))
             warm = wf * t_end
@@ -406,8 +433,17 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
                        dist=dsum.mean, dist_hw=dsum.half_width,
                        bias=float(np.abs(es - tI)[1:].sum()),
                        spill=spill.mean, spill_hw=spill.half_width,
-                       boundary=math.nan, t_end=t_end, warmup=warm)
+                       boundary=math.nan, t_end=t_end, warmup=warm,
+                       lag1=sim.lag1)
         rows.append(row)
+
+    lag = np.array([r["lag1"] for r in rows])
+    bad = n_list[np.isfinite(lag) & (lag > correlation_threshold(n_batches))]
+    if bad.size:
+        warnings.warn(
+            f"concentration_study: the batch means are correlated for N = "
+            f"{', '.join(str(int(v)) for v in bad)} (see .lag1): their intervals are too "
+            "narrow; raise events_per_run", RuntimeWarning, stacklevel=2)
 
     def col(key, dtype=np.float64):
         return np.array([r[key] for r in rows], dtype=dtype)
@@ -418,4 +454,5 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
         mean_queue_length=col("mean"), mean_half_width=col("mean_hw"),
         distance=col("dist"), distance_half_width=col("dist_hw"), bias=col("bias"),
         spill=col("spill"), spill_half_width=col("spill_hw"),
-        boundary_mass=col("boundary"), t_end=col("t_end"), warmup=col("warmup"))
+        boundary_mass=col("boundary"), t_end=col("t_end"), warmup=col("warmup"),
+        lag1=col("lag1"))

@@ -271,7 +271,7 @@ def _build_generator(n, K, lam, p):
 
 
 def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
-                     maxiter=20_000, memory_limit=4 * 10**9, progress=False):
+                     maxiter=3_000, memory_limit=4 * 10**9, progress=False):
     r"""Stationary distribution of the N-station system, truncated at ``max_queue``.
 
     Builds the generator :math:`Q` of the chain of sorted queue-length vectors as a
