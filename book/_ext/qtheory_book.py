@@ -16,17 +16,24 @@ What it does
    MyST Markdown). The Pages workflow publishes that branch from ``_build/notebooks``,
    which this extension writes: the executed notebooks with a first cell that installs
    qtheory when (and only when) the notebook runs on Colab.
+3. A chapter taken from the execution cache is offered for download with its outputs
+   (MyST-NB 1.4 would offer it without them; see ``restore_cached_outputs``).
+4. Small repairs so that pages raise no JavaScript error and fetch nothing from a CDN:
+   repeated inline scripts are dropped, the theme gets a default colour mode, and the
+   Font Awesome stylesheet link of matplotlib's animations is removed (see below).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -132,6 +139,53 @@ def set_default_mode(app: Sphinx, config) -> None:
     config.html_context.setdefault("default_mode", "light")
 
 
+#: matplotlib's ``to_jshtml()`` animations link Font Awesome 4 from a CDN for their buttons.
+FONT_AWESOME_CDN = re.compile(
+    r'<link[^>]*href="https://maxcdn\.bootstrapcdn\.com/font-awesome/[^"]*"[^>]*>\s*')
+
+
+def strip_cdn_links(app: Sphinx, doctree, docname: str) -> None:
+    """doctree-resolved: drop the CDN stylesheet of matplotlib animations.
+
+    Their ``<i class="fa fa-play">`` buttons are drawn by the Font Awesome script that the
+    theme already serves from ``_static`` (its ``fa`` prefix and the version 4 names are
+    understood), so nothing is fetched from the network.
+    """
+    for raw in doctree.findall(nodes.raw):
+        if "html" in raw.get("format", "") and FONT_AWESOME_CDN.search(raw.astext()):
+            text = FONT_AWESOME_CDN.sub("", raw.astext())
+            raw.children = [nodes.Text(text)]
+            raw.rawsource = text
+
+
+def restore_cached_outputs(app: Sphinx, env) -> None:
+    """env-updated: put the outputs back into the executed notebooks of cached chapters.
+
+    MyST-NB 1.4 writes ``_build/jupyter_execute/<page>.ipynb`` (the notebook that the
+    download button offers) from the notebook *before* merging the cached outputs into
+    it, so a chapter taken from the execution cache would be offered without any output.
+    Merge them from the cache here, before the pages (and their download links) are
+    written.
+    """
+    from jupyter_cache import get_cache
+    import nbformat
+
+    cache_path = env.mystnb_config.execution_cache_path
+    executed = Path(app.outdir).parent / "jupyter_execute"
+    if not cache_path or not Path(cache_path).exists() or not executed.is_dir():
+        return
+    cache = get_cache(cache_path)
+    for path in sorted(executed.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+            continue  # executed in this build: its outputs are there
+        try:
+            _, merged = cache.merge_match_into_notebook(nb)
+        except KeyError:
+            continue  # not a cached notebook (e.g. a page without code)
+        nbformat.write(merged, path)
+
+
 def _repo(app: Sphinx) -> tuple[str, str]:
     opts = app.config.html_theme_options or {}
     return opts.get("repository_url", "").rstrip("/"), opts.get("repository_branch", "main")
@@ -175,6 +229,8 @@ def write_colab_notebooks(app: Sphinx, exc: Exception | None) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", set_default_mode)
     app.connect("builder-inited", fetch_assets)
+    app.connect("doctree-resolved", strip_cdn_links)
+    app.connect("env-updated", restore_cached_outputs)
     app.connect("html-page-context", dedupe_inline_scripts, priority=502)
     app.connect("build-finished", copy_assets)
     app.connect("build-finished", write_colab_notebooks)
