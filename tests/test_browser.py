@@ -1,0 +1,183 @@
+"""The built book as a reader sees it, offline, in headless Chromium.
+
+Every HTML page of ``_build/html`` is served from 127.0.0.1 and opened in Debian's
+Chromium driven by Playwright, with every request to another host aborted (and counted
+as a failure): the page must work with no network. On each page:
+
+* no request leaves the machine (MathJax, the widget manager, fonts: all local);
+* no JavaScript error is raised (uncaught exceptions and console errors);
+* every math element the page contains is typeset by MathJax, without a MathJax error;
+* every image has loaded (``naturalWidth > 0``);
+* every embedded widget view is rendered by the widget manager, none reads "Error".
+
+The test needs a fresh build (``bash scripts/book.sh``), Playwright and Chromium
+(``/usr/bin/chromium`` or ``QTHEORY_CHROMIUM``). Without them it is skipped with the
+reason; with ``QTHEORY_REQUIRE_BROWSER=1`` (CI) it fails instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from built_book import HTML, built_pages, parse, require_build, skip_or_fail
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+SCREENSHOTS = os.environ.get("QTHEORY_SCREENSHOTS")  # a folder: save a picture of each page
+
+# Console messages of the browser itself, not of the page's scripts.
+# The aborted requests and missing files are reported with their addresses instead.
+IGNORED_CONSOLE = ("Failed to load resource:",)
+
+
+def _chromium() -> str | None:
+    path = os.environ.get("QTHEORY_CHROMIUM") or shutil.which("chromium") \
+        or shutil.which("chromium-browser")
+    return path if path and Path(path).exists() else None
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest's output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    require_build()
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("Playwright is not installed (pip install -r requirements.txt)")
+    exe = _chromium()
+    if exe is None:
+        skip_or_fail("Chromium not found: `apt-get install chromium` "
+                     "(or set QTHEORY_CHROMIUM to a Chromium binary)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _page_ids() -> list[str]:
+    if not HTML.is_dir():
+        return ["<no build>"]
+    return [str(p.relative_to(HTML)) for p in built_pages()] or ["<no build>"]
+
+
+# Runs in the page once it has loaded: waits for MathJax and the widget manager, then
+# reports what a reader would see.
+PAGE_REPORT_JS = """
+async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const mathEls = Array.from(document.querySelectorAll('.math'));
+  if (mathEls.length) {
+    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup
+                                 && MathJax.startup.promise); i++) await sleep(50);
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise)
+      await MathJax.startup.promise;
+  }
+  const views = document.querySelectorAll(
+      'script[type="application/vnd.jupyter.widget-view+json"]');
+  if (views.length) {
+    for (let i = 0; i < 200; i++) {
+      const done = Array.from(views).every(v => v.parentElement.querySelector(
+          '.widget-subarea, .jupyter-widgets, .widget-error'));
+      if (done) break;
+      await sleep(50);
+    }
+  }
+  const imgs = Array.from(document.images);
+  await Promise.all(imgs.map(img => img.complete ? null :
+      new Promise(r => { img.onload = img.onerror = r; setTimeout(r, 5000); })));
+  return {
+    math: mathEls.length,
+    untypeset: mathEls.filter(el => !el.querySelector('mjx-container'))
+                      .map(el => el.textContent.trim().slice(0, 80)),
+    merror: Array.from(document.querySelectorAll('mjx-merror'))
+                 .map(el => (el.getAttribute('data-mjx-error') || el.textContent).slice(0, 120)),
+    broken_images: imgs.filter(i => !(i.complete && i.naturalWidth > 0))
+                       .map(i => i.getAttribute('src')),
+    widget_views: views.length,
+    unrendered_widgets: Array.from(views).filter(v => !v.parentElement.querySelector(
+        '.widget-subarea, .jupyter-widgets')).length,
+    widget_errors: Array.from(document.querySelectorAll('.widget-error, .jupyter-widgets'))
+        .filter(el => /Error displaying widget/.test(el.textContent)).length,
+  };
+}
+"""
+
+
+@pytest.mark.parametrize("rel", _page_ids())
+def test_page_offline(rel, server, browser):
+    """One page: offline, no JS errors, math typeset, images loaded, widgets rendered."""
+    external, js_errors, missing = [], [], []
+    refresh = parse(HTML / rel).refresh
+    if refresh is not None:  # a redirect page (index.html): its target must exist
+        target = (HTML / rel).parent / refresh.split("#")[0]
+        assert target.is_file(), f"{rel} redirects to a missing page {refresh}"
+        return
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("pageerror", lambda e: js_errors.append(f"uncaught: {e}"))
+    page.on("response", lambda r: missing.append(f"{r.status} {r.url}")
+            if r.status >= 400 else None)
+    page.on("console", lambda m: js_errors.append(f"console.{m.type}: {m.text}")
+            if m.type == "error" and not m.text.startswith(IGNORED_CONSOLE) else None)
+    try:
+        response = page.goto(f"{server}/{rel}", wait_until="load", timeout=60_000)
+        assert response is not None and response.ok, f"{rel}: HTTP {response and response.status}"
+        report = page.evaluate(PAGE_REPORT_JS)
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(SCREENSHOTS) / (rel.replace("/", "_") + ".png")))
+    finally:
+        context.close()
+
+    problems = []
+    if external:
+        problems.append(f"requests to other hosts (the page needs the network): {external}")
+    if missing:
+        problems.append(f"files missing from the build: {missing}")
+    if js_errors:
+        problems.append(f"JavaScript errors: {js_errors}")
+    if report["untypeset"]:
+        problems.append(f"{len(report['untypeset'])} of {report['math']} math elements not "
+                        f"typeset, e.g. {report['untypeset'][:3]}")
+    if report["merror"]:
+        problems.append(f"MathJax errors: {report['merror']}")
+    if report["broken_images"]:
+        problems.append(f"images that did not load: {report['broken_images']}")
+    if report["unrendered_widgets"] or report["widget_errors"]:
+        problems.append(f"widgets: {report['unrendered_widgets']} of "
+                        f"{report['widget_views']} not rendered, "
+                        f"{report['widget_errors']} show an error")
+    assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
