@@ -29,6 +29,13 @@ instructor_book() {
   python scripts/course_config.py "$out/_config.yml"
   local start; start=$(date +%s)
   jupyter-book build --all -W --keep-going . --config "$out/_config.yml" --path-output "$out" "$@"
+  # self-check: no solution (sphinx-exercise marks them with these classes/ids) and no
+  # copy of the sources (they contain the solutions) in the published folder
+  if grep -rlE 'solution-content|class="[^"]*solution[ "]' "$out/_build/html" --include='*.html' \
+     || [ -d "$out/_build/html/_sources" ]; then
+    echo "[qtheory] the book without solutions still contains solutions or sources" >&2
+    exit 1
+  fi
   echo "[qtheory] book without solutions built in $(( $(date +%s) - start )) s:" \
        "open $out/_build/html/index.html"
 }

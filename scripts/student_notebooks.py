@@ -17,8 +17,9 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   (``--ref`` picks another tag or a commit).  It skips the installation when that version
   is already importable (a local checkout with ``pip install -e .``).
 
-Numbers (equations, figures, exercises, theorems) are counted per chapter, in the order of
-the chapter, as the book numbers them.
+Numbers (equations, figures, exercises, theorems) are those of the book: the table of
+contents is not numbered, so Sphinx counts each kind on across chapters, in the order of
+``_toc.yml``.
 
 Usage: ``python scripts/student_notebooks.py [--out DIR] [--ref REF] [CHAPTER.md ...]``
 (default: every notebook chapter of ``_toc.yml``, written to ``_build/student-notebooks``).
@@ -172,9 +173,13 @@ def _text_lines(lines):
             yield item
 
 
-def collect_targets(path: Path, nb) -> dict:
-    """Number the labelled things of one chapter, per kind, in document order."""
-    ch = Chapter(path)
+def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
+    """Number the labelled things of one chapter, per kind, in document order.
+
+    Like the book (whose table of contents is not numbered), numbers run on across
+    chapters: pass the same ``counters`` dict for the chapters in table-of-contents order.
+    """
+    ch = Chapter(path, counters=counters if counters is not None else {})
     found = []  # (label or None, kind, title) in document order within each kind
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -221,16 +226,18 @@ def collect_targets(path: Path, nb) -> dict:
 
 
 def collect_all(paths):
-    table, titles = {}, {}
+    """Label table of the chapters ``paths`` (in table-of-contents order), and for each
+    chapter the counts per kind of the chapters before it."""
+    table, starts, counters = {}, {}, {}
     for path in paths:
         nb = jupytext.read(path)
-        found = collect_targets(path, nb)
+        starts[path.stem] = dict(counters)
+        found = collect_targets(path, nb, counters)
         dup = set(found) & set(table)
         if dup:
             raise ValueError(f"labels defined twice: {sorted(dup)}")
         table.update(found)
-        titles[path.stem] = next((t.chapter_title for t in found.values()), path.stem)
-    return table
+    return table, starts
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,11 +295,11 @@ class Bibliography:
 # Conversion of Markdown text
 # ---------------------------------------------------------------------------------------
 class Converter:
-    def __init__(self, chapter: str, targets: dict, bib: Bibliography):
+    def __init__(self, chapter: str, targets: dict, bib: Bibliography, start=None):
         self.chapter = chapter
         self.targets = targets
         self.bib = bib
-        self.counters = {}
+        self.counters = dict(start or {})  # numbers used by the chapters before this one
 
     def _count(self, kind, label):
         """Number of this exercise or statement; checked against the label table."""
@@ -377,7 +384,10 @@ class Converter:
         return out
 
     def _blockquote(self, title, body):
-        lines = [f"**{title}**", ""] + self.render(body)
+        rendered = self.render(body)
+        while rendered and not rendered[0].strip():
+            rendered.pop(0)
+        lines = [f"**{title}**", ""] + rendered
         while lines and not lines[-1].strip():
             lines.pop()
         return ["> " + x if x.strip() else ">" for x in lines]
@@ -497,10 +507,12 @@ def _clean_markdown(lines):
     return text.strip("\n")
 
 
-def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str, ref: str):
+def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str, ref: str,
+            start: dict | None = None):
+    """One student notebook; ``start``: counts per kind of the chapters before it."""
     nb = jupytext.read(path)
     chapter = path.stem
-    conv = Converter(chapter, targets, bib)
+    conv = Converter(chapter, targets, bib, start)
     cells = [install_cell(version, url, ref)]
     for cell in strip_solutions(nb.cells, chapter):
         if cell.cell_type == "markdown":
@@ -579,13 +591,13 @@ def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None):
     ref = ref or f"v{version}"
     all_chapters = toc_chapters()
     chapters = [Path(c).resolve() for c in chapters] if chapters else all_chapters
-    targets = collect_all(sorted(set(all_chapters) | set(chapters)))
+    targets, starts = collect_all(all_chapters + [c for c in chapters if c not in all_chapters])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in chapters:
         bib = Bibliography(ROOT / "book" / "references.bib")
-        nb = convert(path, targets, bib, version, url, ref)
+        nb = convert(path, targets, bib, version, url, ref, starts[path.stem])
         dest = out_dir / (path.stem + ".ipynb")
         nbformat.write(nb, dest)
         written.append(dest)
