@@ -278,7 +278,8 @@ class Bibliography:
         people = e.persons.get("author") or e.persons.get("editor") or []
         names = ", ".join(" ".join(p.first_names + p.middle_names + p.last_names)
                           for p in people)
-        f = {k: v.replace("{", "").replace("}", "") for k, v in e.fields.items()}
+        f = {k: v.replace("{", "").replace("}", "").replace("--", "\u2013")
+             for k, v in e.fields.items()}
         where = f.get("journal") or f.get("booktitle") or f.get("publisher") or \
             f.get("school") or f.get("institution") or ""
         extra = ", ".join(x for x in (f.get("volume", ""), f.get("pages", "")) if x)
