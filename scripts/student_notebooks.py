@@ -1,0 +1,622 @@
+"""Write one student notebook (.ipynb) per chapter of the book.
+
+Each chapter listed in ``_toc.yml`` that is a MyST Markdown notebook is read with jupytext
+and turned into a notebook that opens cleanly in JupyterLab and in Colab:
+
+* solutions are removed: everything between ``{solution-start}`` and ``{solution-end}``
+  (text and code cells), and every ``{solution}`` directive;
+* after every exercise comes an empty code cell for the student's answer;
+* MyST-only markup, which Jupyter shows as literal text, becomes plain Markdown:
+  directives (``{exercise}``, ``{prf:*}``, ``{admonition}`` ...) become headed blocks,
+  roles become text (``{eq}`` -> "(3)", ``{numref}`` -> "Figure 2", ``{ref}`` and
+  ``{prf:ref}`` -> "Exercise 4", "Theorem 1", ``{cite}`` -> "(Tsitsiklis and Xu, 2012)"),
+  labelled equations get ``\\tag{n}``, figure captions (cell metadata in the book) become a
+  Markdown cell under the figure's code, and cited works are listed at the end;
+* the first cell installs the exact qtheory version the book was built with, from the
+  repository named in ``_config.yml`` (``repository.url``) at the tag ``v<version>``
+  (``--ref`` picks another tag or a commit).  It skips the installation when that version
+  is already importable (a local checkout with ``pip install -e .``).
+
+Numbers (equations, figures, exercises, theorems) are those of the book: the table of
+contents is not numbered, so Sphinx counts each kind on across chapters, in the order of
+``_toc.yml``.
+
+Usage: ``python scripts/student_notebooks.py [--out DIR] [--ref REF] [CHAPTER.md ...]``
+(default: every notebook chapter of ``_toc.yml``, written to ``_build/student-notebooks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jupytext
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "_build" / "student-notebooks"
+
+# ---------------------------------------------------------------------------------------
+# MyST syntax
+# ---------------------------------------------------------------------------------------
+DIRECTIVE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|:{3,})\{(?P<name>[^}\s]+)\}"
+                            r"[ \t]*(?P<arg>.*?)\s*$")
+PLAIN_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
+ROLE = re.compile(r"\{(?P<role>[a-zA-Z][\w:+-]*)\}`(?P<content>[^`]*)`")
+EQ_LABEL = re.compile(r"^(?P<head>.*)\$\$[ \t]*\((?P<label>[^)\s]+)\)\s*$")
+TARGET = re.compile(r"^\((?P<label>[^)\s]+)\)=\s*$")
+HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*#*\s*$")
+COMMENT = re.compile(r"^%(?!%)")
+EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
+
+ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention",
+               "danger", "error", "seealso", "admonition"}
+PROOF_KINDS = {"definition", "theorem", "lemma", "proposition", "corollary", "algorithm",
+               "remark", "conjecture", "example", "property", "observation", "criterion",
+               "assumption", "axiom", "notation"}
+SOLUTION_MARK = "\x00ANSWER-CELL\x00"
+
+
+@dataclass
+class Directive:
+    name: str
+    arg: str
+    options: dict
+    body: list  # of str lines (raw, unparsed)
+
+
+@dataclass
+class Fence:
+    lines: list  # a plain fenced code block, verbatim (fences included)
+
+
+def parse_blocks(lines):
+    """Split Markdown lines into plain lines, ``Fence`` and top-level ``Directive`` objects.
+
+    Plain fenced code blocks (```python) are kept verbatim and never parsed inside.
+    """
+    out = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = DIRECTIVE_OPEN.match(line)
+        if m:
+            fence = m["fence"]
+            j = i + 1
+            options = {}
+            if j < len(lines) and lines[j].strip() == "---":  # YAML options block
+                k = j + 1
+                while k < len(lines) and lines[k].strip() != "---":
+                    k += 1
+                options = yaml.safe_load("\n".join(lines[j + 1:k])) or {}
+                j = k + 1
+            else:
+                while j < len(lines) and OPTION.match(lines[j]):
+                    om = OPTION.match(lines[j])
+                    options[om["key"]] = om["value"]
+                    j += 1
+            body_start = j
+            depth = 0
+            while j < len(lines):
+                s = lines[j].strip()
+                inner = DIRECTIVE_OPEN.match(lines[j])
+                if inner and inner["fence"][0] == fence[0] and len(inner["fence"]) == len(fence):
+                    depth += 1
+                elif s and set(s) == {fence[0]} and len(s) >= len(fence):
+                    if depth == 0:
+                        break
+                    depth -= 1
+                j += 1
+            else:
+                raise ValueError(f"unclosed directive {{{m['name']}}}: {line!r}")
+            out.append(Directive(m["name"], m["arg"], options, lines[body_start:j]))
+            i = j + 1
+            continue
+        m = PLAIN_FENCE.match(line)
+        if m:
+            fence = m["fence"]
+            j = i + 1
+            while j < len(lines):
+                s = lines[j].strip()
+                if s and set(s) == {fence[0]} and len(s) >= len(fence):
+                    break
+                j += 1
+            out.append(Fence(lines[i:j + 1]))
+            i = j + 1
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Labels: what every {eq}, {numref}, {ref}, {prf:ref} points to
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Target:
+    kind: str          # "equation", "figure", "exercise", "section" or a proof kind
+    number: int | None
+    title: str
+    chapter: str       # stem of the chapter file
+    chapter_title: str
+
+
+@dataclass
+class Chapter:
+    path: Path
+    title: str = ""
+    counters: dict = field(default_factory=dict)
+
+    def next(self, kind):
+        self.counters[kind] = self.counters.get(kind, 0) + 1
+        return self.counters[kind]
+
+
+def _walk_directives(lines):
+    for item in parse_blocks(lines):
+        if isinstance(item, Directive):
+            yield item
+            yield from _walk_directives(item.body)
+
+
+def _text_lines(lines):
+    """Markdown text lines outside code fences, directive bodies included, in order."""
+    for item in parse_blocks(lines):
+        if isinstance(item, Directive):
+            yield from _text_lines(item.body)
+        elif isinstance(item, str):
+            yield item
+
+
+def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
+    """Number the labelled things of one chapter, per kind, in document order.
+
+    Like the book (whose table of contents is not numbered), numbers run on across
+    chapters: pass the same ``counters`` dict for the chapters in table-of-contents order.
+    """
+    ch = Chapter(path, counters=counters if counters is not None else {})
+    found = []  # (label or None, kind, title) in document order within each kind
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            lines = cell.source.splitlines()
+            if not ch.title:
+                for line in lines:
+                    h = re.match(r"^#\s+(.+)$", line)
+                    if h:
+                        ch.title = h[1].strip()
+                        break
+            text = list(_text_lines(lines))
+            for k, line in enumerate(text):
+                t = TARGET.match(line)
+                if t:
+                    title = next((HEADING.match(x)["title"] for x in text[k + 1:]
+                                  if HEADING.match(x)), t["label"])
+                    found.append((t["label"], "section", title))
+                e = EQ_LABEL.match(line)
+                if e:
+                    found.append((e["label"], "equation", ""))
+            for d in _walk_directives(lines):
+                label = d.options.get("label") or d.options.get("name")
+                kind = d.name.split(":", 1)[-1]
+                if d.name == "exercise":
+                    found.append((label, "exercise", d.arg))
+                elif d.name.startswith("prf:") and kind in PROOF_KINDS:
+                    found.append((label, kind, d.arg))
+                elif d.name == "math" and label:
+                    found.append((label, "equation", ""))
+                elif d.name == "figure" and label:
+                    found.append((label, "figure", ""))
+        elif cell.cell_type == "code":
+            fig = (cell.metadata.get("mystnb", {}) or {}).get("figure")
+            if fig and fig.get("name"):
+                found.append((fig["name"], "figure", fig.get("caption", "")))
+    out = {}
+    for label, kind, title in found:
+        number = None if kind == "section" else ch.next(kind)
+        if label:
+            if label in out:
+                raise ValueError(f"{path.name}: label {label!r} defined twice")
+            out[label] = Target(kind, number, title, path.stem, ch.title)
+    return out
+
+
+def collect_all(paths):
+    """Label table of the chapters ``paths`` (in table-of-contents order), and for each
+    chapter the counts per kind of the chapters before it."""
+    table, starts, counters = {}, {}, {}
+    for path in paths:
+        nb = jupytext.read(path)
+        starts[path.stem] = dict(counters)
+        found = collect_targets(path, nb, counters)
+        dup = set(found) & set(table)
+        if dup:
+            raise ValueError(f"labels defined twice: {sorted(dup)}")
+        table.update(found)
+    return table, starts
+
+
+# ---------------------------------------------------------------------------------------
+# Citations
+# ---------------------------------------------------------------------------------------
+class Bibliography:
+    def __init__(self, bibfile: Path):
+        from pybtex.database import parse_file
+
+        self.db = parse_file(str(bibfile))
+        self.cited = []
+
+    def _names(self, key):
+        entry = self.db.entries[key]
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        last = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
+        if len(last) == 1:
+            who = last[0]
+        elif len(last) == 2:
+            who = f"{last[0]} and {last[1]}"
+        else:
+            who = f"{last[0]} et al."
+        return who, entry.fields.get("year", "n.d.")
+
+    def cite(self, keys, textual):
+        parts = []
+        for key in keys:
+            if key not in self.db.entries:
+                raise KeyError(f"unknown citation key {key!r}")
+            if key not in self.cited:
+                self.cited.append(key)
+            who, year = self._names(key)
+            parts.append(f"{who} ({year})" if textual else f"{who}, {year}")
+        return "; ".join(parts) if textual else "(" + "; ".join(parts) + ")"
+
+    def entry(self, key):
+        e = self.db.entries[key]
+        people = e.persons.get("author") or e.persons.get("editor") or []
+        names = ", ".join(" ".join(p.first_names + p.middle_names + p.last_names)
+                          for p in people)
+        f = {k: v.replace("{", "").replace("}", "").replace("--", "\u2013")
+             for k, v in e.fields.items()}
+        where = f.get("journal") or f.get("booktitle") or f.get("publisher") or \
+            f.get("school") or f.get("institution") or ""
+        extra = ", ".join(x for x in (f.get("volume", ""), f.get("pages", "")) if x)
+        text = f"{names.replace('{', '').replace('}', '')} ({f.get('year', 'n.d.')}). " \
+               f"{f.get('title', '')}."
+        if where:
+            text += f" *{where}*" + (f", {extra}" if extra else "") + "."
+        if f.get("doi"):
+            text += f" https://doi.org/{f['doi']}"
+        return text
+
+
+# ---------------------------------------------------------------------------------------
+# Conversion of Markdown text
+# ---------------------------------------------------------------------------------------
+class Converter:
+    def __init__(self, chapter: str, targets: dict, bib: Bibliography, start=None):
+        self.chapter = chapter
+        self.targets = targets
+        self.bib = bib
+        self.counters = dict(start or {})  # numbers used by the chapters before this one
+
+    def _count(self, kind, label):
+        """Number of this exercise or statement; checked against the label table."""
+        self.counters[kind] = self.counters.get(kind, 0) + 1
+        number = self.counters[kind]
+        if label and self._target(label).number != number:
+            raise AssertionError(f"{self.chapter}: {label} numbered {number}, "
+                                 f"expected {self._target(label).number}")
+        return number
+
+    def _target(self, label):
+        if label not in self.targets:
+            raise KeyError(f"{self.chapter}: unknown label {label!r}")
+        return self.targets[label]
+
+    def _where(self, t):
+        return "" if t.chapter == self.chapter else f" in the chapter *{t.chapter_title}*"
+
+    def _name(self, t):
+        if t.kind == "section":
+            return f"the section *{t.title}*" + self._where(t)
+        if t.kind == "equation":
+            return f"equation ({t.number})" + self._where(t)
+        return f"{t.kind.capitalize()} {t.number}" + self._where(t)
+
+    def role(self, m):
+        role, content = m["role"], m["content"]
+        explicit = EXPLICIT.match(content)
+        text, label = (explicit["text"], explicit["target"].strip()) if explicit \
+            else (None, content.strip())
+        if role == "eq":
+            t = self._target(label)
+            return f"({t.number})" + self._where(t)
+        if role == "numref":
+            t = self._target(label)
+            if text:
+                return text.replace("%s", str(t.number)).replace("{number}", str(t.number))
+            return self._name(t)
+        if role in ("ref", "prf:ref"):
+            if text:
+                return text
+            t = self._target(label)
+            if t.kind == "section":
+                return f"*{t.title}*" + self._where(t)
+            before = m.string[:m.start()]
+            if t.kind == "exercise" and before.rstrip().lower().endswith("exercise"):
+                return str(t.number) + self._where(t)
+            return self._name(t)
+        if role.startswith("cite"):
+            keys = [k.strip() for k in content.split(",") if k.strip()]
+            return self.bib.cite(keys, textual=role in ("cite:t", "cite:ts", "cite:author"))
+        if role == "math":
+            return f"${content}$"
+        if role in ("doc", "download", "term", "abbr", "sub", "sup"):
+            return text or content
+        return text or content
+
+    def inline(self, text):
+        return ROLE.sub(self.role, text)
+
+    def render(self, lines):
+        """Convert a list of MyST Markdown lines to plain Markdown lines."""
+        out = []
+        for item in parse_blocks(lines):
+            if isinstance(item, Directive):
+                out.extend(self.directive(item))
+            elif isinstance(item, Fence):
+                out.extend(item.lines)
+            elif TARGET.match(item) or COMMENT.match(item):
+                continue
+            else:
+                e = EQ_LABEL.match(item)
+                if e:
+                    t = self._target(e["label"])
+                    head = e["head"].rstrip()
+                    if head:
+                        out.append(self.inline(head))
+                    out.append(f"\\tag{{{t.number}}}")
+                    out.append("$$")
+                else:
+                    out.append(self.inline(item))
+        return out
+
+    def _blockquote(self, title, body):
+        rendered = self.render(body)
+        while rendered and not rendered[0].strip():
+            rendered.pop(0)
+        lines = [f"**{title}**", ""] + rendered
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return ["> " + x if x.strip() else ">" for x in lines]
+
+    def directive(self, d: Directive):
+        name = d.name
+        kind = name.split(":", 1)[-1]
+        if name in ("solution", "solution-start", "solution-end"):
+            raise ValueError(f"{self.chapter}: stray {{{name}}} (solutions are removed "
+                             "before conversion)")
+        if name == "exercise":
+            number = self._count("exercise", d.options.get("label"))
+            title = f" ({self.inline(d.arg)})" if d.arg else ""
+            body = self.render(d.body)
+            return ["", f"### Exercise {number}{title}", "", *body, "", SOLUTION_MARK, ""]
+        if name.startswith("prf:"):
+            if kind == "proof":
+                body = self.render(d.body)
+                while body and not body[-1].strip():
+                    body.pop()
+                return ["", "*Proof.*", "", *body, "", "$\\blacksquare$", ""]
+            number = self._count(kind, d.options.get("label"))
+            title = f" ({self.inline(d.arg)})" if d.arg else ""
+            head = f"{kind.capitalize()} {number}{title}.".replace("  ", " ")
+            return ["", *self._blockquote(head, d.body), ""]
+        if name in ADMONITIONS:
+            title = self.inline(d.arg) if d.arg else name.capitalize()
+            return ["", *self._blockquote(title, d.body), ""]
+        if name == "math":
+            label = d.options.get("label")
+            tag = [f"\\tag{{{self._target(label).number}}}"] if label else []
+            return ["", "$$", *d.body, *tag, "$$", ""]
+        if name in ("code", "code-block", "sourcecode"):
+            return ["", f"```{d.arg}", *d.body, "```", ""]
+        if name in ("bibliography", "tableofcontents"):
+            return []
+        if name in ("figure", "image"):
+            caption = " ".join(self.render(d.body)).strip()
+            alt = d.options.get("alt", caption or "figure")
+            return ["", f"![{alt}]({d.arg})", "", f"*{caption}*" if caption else "", ""]
+        if name == "epigraph" or name == "margin" or name == "sidebar" or name == "dropdown":
+            return ["", *self._blockquote(self.inline(d.arg) or name.capitalize(), d.body), ""]
+        print(f"[student-notebooks] {self.chapter}: unknown directive {{{name}}} rendered as a "
+              "quoted block", file=sys.stderr)
+        return ["", *self._blockquote(f"{name.capitalize()} {self.inline(d.arg)}".strip(),
+                                      d.body), ""]
+
+
+# ---------------------------------------------------------------------------------------
+# Notebook level
+# ---------------------------------------------------------------------------------------
+def strip_solutions(cells, chapter):
+    """Drop solutions: text and code between solution-start and solution-end fences."""
+    out = []
+    inside = False
+    for cell in cells:
+        if cell.cell_type != "markdown":
+            if not inside:
+                out.append(cell)
+            continue
+        kept = []
+        lines = cell.source.splitlines()
+        i = 0
+        while i < len(lines):
+            m = DIRECTIVE_OPEN.match(lines[i])
+            name = m["name"] if m else None
+            if m and name in ("solution-start", "solution-end", "solution"):
+                fence = m["fence"]
+                j = i + 1
+                while j < len(lines):
+                    s = lines[j].strip()
+                    if s and set(s) == {fence[0]} and len(s) >= len(fence):
+                        break
+                    j += 1
+                if name == "solution-start":
+                    if inside:
+                        raise ValueError(f"{chapter}: nested solution-start")
+                    inside = True
+                elif name == "solution-end":
+                    if not inside:
+                        raise ValueError(f"{chapter}: solution-end without solution-start")
+                    inside = False
+                i = j + 1
+                continue
+            if not inside:
+                kept.append(lines[i])
+            i += 1
+        text = "\n".join(kept).strip("\n")
+        if text.strip():
+            cell.source = text
+            out.append(cell)
+    if inside:
+        raise ValueError(f"{chapter}: solution-start without solution-end")
+    return out
+
+
+def install_cell(version: str, url: str, ref: str):
+    spec = f"qtheory[widgets] @ git+{url.rstrip('/')}@{ref}"
+    source = (
+        f"# Installs qtheory {version}, the version this notebook was made with (from\n"
+        f"# {url} at {ref}). Skipped when qtheory {version} is already installed.\n"
+        "import importlib.metadata\n"
+        "\n"
+        "try:\n"
+        "    _installed = importlib.metadata.version(\"qtheory\")\n"
+        "except importlib.metadata.PackageNotFoundError:\n"
+        "    _installed = None\n"
+        f"if _installed != \"{version}\":\n"
+        f"    %pip install --quiet \"{spec}\"\n"
+    )
+    return nbformat.v4.new_code_cell(source, metadata={"tags": ["install"]})
+
+
+def _clean_markdown(lines):
+    text = "\n".join(lines)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n")
+
+
+def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str, ref: str,
+            start: dict | None = None):
+    """One student notebook; ``start``: counts per kind of the chapters before it."""
+    nb = jupytext.read(path)
+    chapter = path.stem
+    conv = Converter(chapter, targets, bib, start)
+    cells = [install_cell(version, url, ref)]
+    for cell in strip_solutions(nb.cells, chapter):
+        if cell.cell_type == "markdown":
+            text = _clean_markdown(conv.render(cell.source.splitlines()))
+            for k, part in enumerate(text.split(SOLUTION_MARK)):
+                if k > 0:
+                    cells.append(nbformat.v4.new_code_cell(
+                        "# Your answer\n", metadata={"tags": ["answer"]}))
+                part = part.strip("\n")
+                if part.strip():
+                    cells.append(nbformat.v4.new_markdown_cell(part))
+        elif cell.cell_type == "code":
+            meta = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
+            tags = meta.get("tags", [])
+            if "remove-cell" in tags:
+                continue
+            cells.append(nbformat.v4.new_code_cell(cell.source, metadata=meta))
+            fig = (cell.metadata.get("mystnb", {}) or {}).get("figure")
+            if fig and fig.get("name"):
+                t = targets[fig["name"]]
+                caption = " ".join(conv.inline(fig.get("caption", "")).split())
+                cells.append(nbformat.v4.new_markdown_cell(
+                    f"**Figure {t.number}.** {caption}"))
+        else:
+            cells.append(nbformat.v4.new_raw_cell(cell.source))
+    if bib.cited:
+        entries = [f"- {bib.entry(k)}" for k in bib.cited]
+        cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + "\n".join(entries)))
+    out = nbformat.v4.new_notebook(cells=cells)
+    out.metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        "qtheory": {"version": version, "source": f"book/{path.name}", "ref": ref},
+    }
+    nbformat.validate(out)
+    return out
+
+
+def toc_chapters():
+    from myst_nb.core.read import is_myst_markdown_notebook
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+    def files(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                yield node["file"]
+            for v in node.values():
+                yield from files(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from files(v)
+
+    out = []
+    for f in [toc["root"], *files(toc.get("parts", toc.get("chapters", [])))]:
+        p = ROOT / (f if f.endswith(".md") else f + ".md")
+        if p.exists() and is_myst_markdown_notebook(p.read_text()):
+            out.append(p)
+    return out
+
+
+def qtheory_version():
+    text = (ROOT / "qtheory" / "__init__.py").read_text()
+    return re.search(r'^__version__\s*=\s*"([^"]+)"', text, re.M)[1]
+
+
+def repository_url():
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    return cfg["repository"]["url"]
+
+
+def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None):
+    """Write the student notebooks; return the list of paths written."""
+    version = qtheory_version()
+    url = repository_url()
+    ref = ref or f"v{version}"
+    all_chapters = toc_chapters()
+    chapters = [Path(c).resolve() for c in chapters] if chapters else all_chapters
+    targets, starts = collect_all(all_chapters + [c for c in chapters if c not in all_chapters])
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in chapters:
+        bib = Bibliography(ROOT / "book" / "references.bib")
+        nb = convert(path, targets, bib, version, url, ref, starts[path.stem])
+        dest = out_dir / (path.stem + ".ipynb")
+        nbformat.write(nb, dest)
+        written.append(dest)
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("chapters", nargs="*", help="chapter .md files (default: all in _toc.yml)")
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder")
+    ap.add_argument("--ref", default=None,
+                    help="git tag or commit to install qtheory from (default v<version>)")
+    args = ap.parse_args(argv)
+    written = build(Path(args.out), args.ref, args.chapters or None)
+    for p in written:
+        print(f"[student-notebooks] wrote {p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
