@@ -167,7 +167,7 @@ class ExactResult:
         Estimated P(M > max_queue) in the untruncated system, extrapolating the last
         two values of the law of M geometrically (``inf`` when the tail does not decay).
     residual : float
-        max_j |(pi Q)_j| of the returned distribution (rates per unit time).
+        ``max_j |(pi Q)_j|`` of the returned distribution (rates per unit time).
     method : str
         ``"direct"`` (sparse LU) or ``"gmres"`` (ILU(0)-preconditioned GMRES).
     iterations : int
