@@ -30,7 +30,7 @@ from built_book import (EXECUTED, HTML, ROOT, built_pages, chapters, parse, requ
 
 # Pages of the book that are not notebooks: the landing page and the appendices made of
 # directives only (API reference, execution table, bibliography).
-PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography"}
+PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography", "book/course"}
 
 
 def _front_matter(path: Path) -> dict:

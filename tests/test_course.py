@@ -33,7 +33,7 @@ import student_notebooks as sn  # noqa: E402
 
 CHAPTERS = sn.toc_chapters()
 ROLE_OR_DIRECTIVE = re.compile(r"\{[a-zA-Z][\w:+-]*\}`|^\s*(```+|:::+)\s*\{|^:[\w-]+:|"
-                               r"\$\$\s*\([^)]+\)|^\([\w-]+\)=", re.M)
+                               r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$|^\([\w-]+\)=", re.M)
 
 
 def _exercises(text):
