@@ -50,7 +50,7 @@ event, no floating point, no per-level timestamps.  ``flush`` evaluates the form
 restarts the window; the caller flushes after every chunk so that ``acc`` stays far from
 int64 overflow.
 
-Reference: MODEL.md section 3; Tsitsiklis and Xu (2012), Section 4 (the uniformized
+Reference: Tsitsiklis and Xu (2012), Section 4 (the uniformized
 construction); uniformization: Jensen (1953), Stewart (1994) Ch. 8.
 """
 

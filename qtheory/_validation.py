@@ -36,7 +36,11 @@ def _as_float(value, name):
         raise ValueError(
             f"{name} must be a real number, got {type(value).__name__} {value!r}"
         )
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a real number representable in double "
+                         f"precision, got an integer with {len(str(value))} digits") from None
     if math.isnan(x):
         raise ValueError(f"{name} must be a real number, got NaN")
     return x

@@ -16,7 +16,7 @@ beyond,
 
 and :func:`fit_power_law` fits :math:`c N^{-\alpha}` to any of them.
 
-Finite-N effects (MODEL.md, section 6): at a critical top level
+Finite-N effects (see the steady-state chapter): at a critical top level
 (:math:`\lambda s^I_{i^*} = p`, e.g. :math:`\lambda = 0.9, p = 0.1`) the spill-over and
 the mean excess shrink like :math:`N^{-1/2}`; when :math:`\lambda < p` the fluid state
 is empty but an :math:`O(1/N)` remnant of about :math:`(\lambda/(p-\lambda))/N` jobs per
@@ -353,7 +353,7 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     References
     ----------
     Tsitsiklis and Xu (2012), Theorem 3.7 (concentration of the stationary laws on the
-    invariant state) and Section 3.3; MODEL.md section 6 (the finite-N effects).
+    invariant state) and Section 3.3; the book's steady-state chapter (the finite-N effects).
     """
     from .simulation import sample_path, simulate
 

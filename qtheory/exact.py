@@ -20,7 +20,7 @@ neighbour's rank follows from the current one in :math:`O(1)`.
 
 The generator
 -------------
-From a state with :math:`m` stations holding exactly :math:`a` jobs (MODEL.md, section 3):
+From a state with :math:`m` stations holding exactly :math:`a` jobs (the transitions of Tsitsiklis and Xu 2012, Section 2):
 an arrival to one of them at total rate :math:`m\lambda` (if :math:`a < K`), a local
 service at total rate :math:`m(1-p)` (if :math:`a \ge 1`), and, at the top level
 :math:`a = \max_j a_j \ge 1`, the central service at rate :math:`Np`.
@@ -244,8 +244,8 @@ class ExactResult:
 
         References
         ----------
-        Tsitsiklis and Xu (2012), the balance of positions at or above level i (MODEL.md,
-        section 6).
+        Tsitsiklis and Xu (2012), the balance of positions at or above level i (proved in
+        the book's steady-state chapter).
         """
         s, t = self.s, self.longest_queue_tail
         return self.lam * s[:-1] - (1.0 - self.p) * s[1:] - self.p * t[1:]

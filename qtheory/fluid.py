@@ -297,6 +297,10 @@ def _pad(a, width):
     return np.concatenate([a, np.zeros((a.shape[0], width - a.shape[1]))], axis=1)
 
 
+# Longest horizon fluid_trajectory accepts, in mean service times.
+_MAX_TIME = 1e6
+
+
 def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     r"""The fluid solution :math:`s(t)` at the requested times.
 
@@ -307,7 +311,9 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     times : array_like of float, shape (m,)
-        Observation times in mean service times: finite, ``>= 0``, non-decreasing.
+        Observation times in mean service times: finite, ``>= 0``, non-decreasing, at
+        most 1e6 (beyond that the fluid state is the invariant state to rounding for
+        every p > 0 and lam < 0.99; the cost grows linearly with the horizon).
     s0 : array_like of float, shape (L0 + 1,), optional
         Initial tail fractions at time 0: ``s0[0] = 1``, entries in [0, 1],
         non-increasing, finite (hence finite mean).  Default: the empty system
@@ -364,6 +370,9 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     lam = check_lam(lam)
     p = check_p(p)
     t = check_times(times)
+    if t[-1] > _MAX_TIME:
+        raise ValueError(f"times must lie in [0, {_MAX_TIME:.0e}] mean service times (the "
+                         f"cost grows linearly with the horizon), got {t[-1]:g}")
     tol = check_real(tol, "tol", low=1e-14, high=1e-3)
     x0 = np.array([1.0]) if s0 is None else check_s0(s0)
 

@@ -194,7 +194,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     Examples
     --------
     >>> invariant_state(0.7, 0.2).round(5)
-    array([1.     , 0.625  , 0.29688, 0.0098 ])
+    array([1.     , 0.625  , 0.29687, 0.00977])
     """
     lam = check_lam(lam)
     p = check_p(p)

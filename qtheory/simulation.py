@@ -1,6 +1,6 @@
 r"""Exact simulation of the N-station system with partial centralization.
 
-The continuous-time Markov chain of MODEL.md section 3 (Tsitsiklis and Xu, 2012, Section 2):
+The continuous-time Markov chain of Tsitsiklis and Xu (2012, Section 2):
 N stations, Poisson arrivals at rate ``lam`` to each, a local server of rate ``1 - p`` at
 each, and a central server of rate ``N p`` that serves a longest queue (ties broken
 uniformly at random).  The chain is simulated *exactly* by uniformization at the total rate
@@ -316,8 +316,27 @@ class _System:
         return self.L[self.pos].astype(np.int64)
 
 
+# Largest system and run the simulator accepts: one byte per station, and about three
+# hours of events at 1e8 events per second.
+_MAX_STATIONS = 10**9
+_MAX_EVENTS = 1e12
+
+
 def _check_common(n_stations, lam, p):
-    return check_n_stations(n_stations), check_lam(lam), check_p(p)
+    n_stations = check_n_stations(n_stations)
+    if n_stations > _MAX_STATIONS:
+        raise ValueError(f"n_stations must be an integer in [1, {_MAX_STATIONS:.0e}] "
+                         f"(one byte of memory per station), got {n_stations}")
+    return n_stations, check_lam(lam), check_p(p)
+
+
+def _check_horizon(n_stations, lam, horizon, name):
+    events = n_stations * (1.0 + lam) * horizon
+    if events > _MAX_EVENTS:
+        raise ValueError(
+            f"{name} = {horizon:g} asks for about N(1 + lam) {name} = {events:.3g} events, "
+            f"more than the {_MAX_EVENTS:.0e} this simulator accepts in one call; "
+            f"use a smaller {name} (or fewer stations)")
 
 
 def _stack(rows, width):
@@ -395,12 +414,12 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
 
     Notes
     -----
-    Uniformization at rate N(1 + lam) (MODEL.md section 3): each event is an arrival
+    Uniformization at rate N(1 + lam) (the book's chapter on the occupancy chain): each event is an arrival
     (probability lam/(1+lam)), a local token (probability (1-p)/(1+lam)) at a uniform
     station, or a central token (probability p/(1+lam)) at a longest queue.  The number of
     events in each batch is Poisson(N (1 + lam) T_batch); averages are step averages over
     the states visited, the conditional expectation of the time average.  Dummy events
-    count: an event average over real jumps only would be biased (CASES.md K08).  Cost per
+    count: an event average over real jumps only would be biased (for N = 1, p = 0, lam = 0.5 it would give about 1.5 instead of 1).  Cost per
     event is O(1) and independent of N; memory is one byte per station (two or four
     once a queue exceeds 254 or 65534 jobs).
 
@@ -420,7 +439,10 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=math.inf,
                        high_open=True)
     warmup = check_real(warmup, "warmup", low=0.0, high=t_end, high_open=True)
+    _check_horizon(n_stations, lam, t_end, "t_end")
     n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
+    if n_batches > 10**6:
+        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
     cnt0 = _initial_counts(n_stations, s0)
     ss = check_seed(seed)
     rng_state, gen = _streams(ss)
@@ -489,6 +511,12 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
                 f"is far too short for this load; use t_end - warmup >= "
                 f"{10.0 * tau_int * n_batches:.3g}"
             )
+    if counts.min() < 100:
+        msgs.append(
+            f"some batches hold fewer than 100 events (smallest: {int(counts.min())}; "
+            f"{int(counts.sum())} events measured in all): the estimate and its interval "
+            f"describe the initial state, not the steady state; run much longer"
+        )
     for m in msgs:
         warnings.warn(m, SimulationWarning, stacklevel=2)
 
@@ -597,6 +625,7 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     """
     n_stations, lam, p = _check_common(n_stations, lam, p)
     t = check_times(times)
+    _check_horizon(n_stations, lam, float(t[-1]), "times[-1]")
     if not isinstance(per_station, (bool, np.bool_)):
         raise ValueError(f"per_station must be a bool, got {per_station!r}")
     if per_station and t.size * n_stations > _MAX_STATION_RECORD:

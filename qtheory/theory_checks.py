@@ -307,7 +307,7 @@ def stationary_balance(result):
 
     References
     ----------
-    Tsitsiklis and Xu (2012), Section 3.3 and MODEL.md section 6 (the balance of
+    Tsitsiklis and Xu (2012), Section 3.3 and the book's steady-state chapter (the balance of
     positions at or above level i); proof in the steady-state chapter.
     """
     from .exact import ExactResult
