@@ -681,6 +681,8 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     if levels is None:
         levels = 2 * (invariant_state(lam, p).size - 1) + 10 if p > 0 else 200
     levels = check_positive_int(levels, "levels")
+    if levels > 10**6:
+        raise ValueError(f"levels must be an integer in [1, 1e6], got {levels}")
     count = [0]
     last = [0.0, np.zeros(levels)]
 
@@ -701,8 +703,10 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     t_reached = 0.0
     stalled = False
     message = ""
-    solver = cls(rhs, 0.0, y.copy(), t_end, rtol=rtol, atol=atol)
+    solver = None
     try:
+        # the solver's set-up already evaluates the drift: keep it inside the budget
+        solver = cls(rhs, 0.0, y.copy(), t_end, rtol=rtol, atol=atol)
         while solver.status == "running":
             msg = solver.step()
             if msg:
@@ -711,7 +715,7 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     except _Budget:
         stalled = True
         message = f"stopped after {max_evaluations} drift evaluations"
-    success = solver.status == "finished" and not stalled
+    success = solver is not None and solver.status == "finished" and not stalled
     if success:
         message = "The solver successfully reached the end of the integration interval."
     s_end = np.concatenate([[1.0], y])

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validation import check_seed
+from ._validation import check_positive_int, check_seed
 
 __all__ = ["sweep", "SweepResult", "SweepFailure", "SweepError", "expand_grid",
            "point_seeds"]
@@ -349,6 +349,7 @@ def point_seeds(seed, n_points):
         function (qtheory's, :func:`numpy.random.default_rng`, :class:`random.Random`).
     """
     root = check_seed(seed)
+    n_points = check_positive_int(n_points, "n_points", minimum=0)
     # A fresh copy, so that the same root gives the same children every time (spawn
     # advances a SeedSequence's child counter).
     root = np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key,

@@ -58,3 +58,20 @@ def test_fluid_trajectory_refuses_unbounded_horizons():
     s = qt.fluid_trajectory(0.9, 0.1, [1e6], check=False)[-1]
     inv = qt.invariant_state(0.9, 0.1)
     assert abs(s[: len(inv)] - inv).sum() + s[len(inv):].sum() < 1e-9
+
+
+@pytest.mark.parametrize("budget", [1, 5, 14])
+@pytest.mark.parametrize("method", ["RK45", "Radau", "BDF"])
+def test_naive_solve_budget_exhausted_during_setup_is_reported(method, budget):
+    res = qt.naive_fluid_solve(0.9, 0.1, 10.0, method=method, max_evaluations=budget)
+    assert not res.success
+
+
+@pytest.mark.parametrize("n_points", [-1, None, "a", 2.5, True])
+def test_point_seeds_rejects_bad_counts(n_points):
+    with pytest.raises(ValueError, match="n_points"):
+        qt.point_seeds(1, n_points)
+
+
+def test_point_seeds_zero_points_is_empty():
+    assert qt.point_seeds(1, 0) == []
