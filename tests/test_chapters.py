@@ -12,38 +12,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 import yaml
+from built_book import ROOT, chapters
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_TIMEOUT = 600  # seconds for a whole chapter; cold numba compiles included
 CELL_TIMEOUT = 300  # seconds for one cell, as in _config.yml
-
-
-def _toc_files(node):
-    if isinstance(node, dict):
-        if "file" in node:
-            yield node["file"]
-        for value in node.values():
-            yield from _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _toc_files(item)
-
-
-def _chapters():
-    from myst_nb.core.read import is_myst_markdown_notebook
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"], *_toc_files(toc.get("parts", toc.get("chapters", [])))]
-    out = []
-    for f in files:
-        path = ROOT / (f if f.endswith(".md") else f + ".md")
-        if path.exists() and is_myst_markdown_notebook(path.read_text()):
-            out.append(path)
-    return out
 
 
 def _md_config():
@@ -62,7 +37,7 @@ def _load_guard():
     return mod
 
 
-CHAPTERS = _chapters()
+CHAPTERS = [ROOT / f"{d}.md" for d in chapters()]
 
 
 @pytest.fixture(scope="module")
