@@ -15,17 +15,25 @@ A uniformly chosen station is a uniformly chosen *position* ``j``; its level is 
 ``L[j]``.  Moving a station from level ``k`` to ``k + 1`` changes only the last position
 of the block of level ``k`` (``N - cnt[k+1] - 1``); moving one from ``k`` to ``k - 1``
 changes only the first position of the block of level ``k`` (``N - cnt[k]``).  So every
-event costs O(1) whatever N is, and memory is one byte per station while no queue exceeds 254 jobs.  When station
-identities are wanted (``track``), ``perm[j]`` is the station at position ``j`` and
-``pos`` its inverse; a move then swaps the chosen station with the block's end first.
+event costs O(1) whatever N is, and memory is one byte per station while no queue
+exceeds 254 jobs.  When station identities are wanted (:func:`run_events_tracked`),
+``perm[j]`` is the station at position ``j`` and ``pos`` its inverse; a move then swaps
+the chosen station with the block's end first.
 
 Randomness
 ----------
-A xoshiro256+ generator whose 256-bit state (``rng``, uint64[4]) is passed in and out, so
-that the seed is applied inside compiled code, results do not depend on numba's
-per-thread global generator, and a run can be split into chunks without changing a bit.
-One double per event chooses both the station (integer part of ``u N``) and the event
-type (fractional part), which is the minimum number of random numbers per event.
+A xoshiro256++ generator (Blackman and Vigna, 2021) whose 256-bit state (``rng``,
+uint64[4]) is passed in and out, so that the seed is applied inside compiled code,
+results do not depend on numba's per-thread global generator, and a run can be split
+into chunks without changing a bit.  One 64-bit number ``r`` per event, the minimum:
+the 128-bit product ``r N`` (one machine multiplication) has high word
+``j = floor(r N / 2**64)``, a uniform position (Lemire, 2019; exactly uniform up to a
+relative error N / 2**64 < 1e-10), and low word ``lo``, which given ``j`` is uniform on
+a grid of step N in [0, 2**64).  Its top 63 bits ``lo >> 1`` are compared with integer
+thresholds (:func:`event_thresholds`): ``lo >> 1 < a_thr`` is an arrival,
+``lo >> 1 < l_thr`` a local-server token, otherwise a central-server token.  The
+thresholds are exact multiples of 2**-63 (p = 0 gives no central token at all, lam = 0
+no arrival).  No floating point is used per event.
 
 Uniformization
 --------------
@@ -46,67 +54,142 @@ step interval [t, t + 1),
     integral_0^W cnt[k] = cnt[k](end) * W - sum over changes (d * t),
 
 so each event adds ``d * clock`` (d = +1, -1 or 0) to one integer ``acc[idx]``: O(1) per
-event, no floating point, no per-level timestamps.  ``flush`` evaluates the formula and
-restarts the window; the caller flushes after every chunk so that ``acc`` stays far from
-int64 overflow.
+event, no floating point, no per-level timestamps.  The longest queue M is treated the
+same way: ``tacc[i]`` sums ``d * clock`` over the changes d of the indicator
+{M >= i}, which only happen at i = M + 1 (M rises) or i = M (M falls).  ``flush``
+evaluates both formulas and restarts the window; the caller flushes after every chunk so
+that the accumulators stay far from int64 overflow.
 
-Reference: Tsitsiklis and Xu (2012), Section 4 (the uniformized
-construction); uniformization: Jensen (1953), Stewart (1994) Ch. 8.
+Speed
+-----
+:func:`run_events` has no data-dependent branch: the three event types and the update of
+M are written as selections, because in small systems M changes every few events and a
+mispredicted branch costs more than the arithmetic it saves.  ``bench/bench_simulation.py``
+measures it.
+
+References: Tsitsiklis and Xu (2012), Section 4 (the uniformized construction);
+uniformization: Jensen (1953), Stewart (1994) Ch. 8; generator: Blackman and Vigna,
+"Scrambled linear pseudorandom number generators", ACM TOMS 47 (2021); position from a
+multiplication: Lemire, "Fast random integer generation in an interval", ACM TOMACS 29
+(2019).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from ._numba import jit
 
-# xoshiro256+ constants as uint64 so numba never promotes the arithmetic to float.
-_S17 = np.uint64(17)
-_S45 = np.uint64(45)
-_S11 = np.uint64(11)
-_S64M45 = np.uint64(19)
-_TWO_M53 = 1.0 / 9007199254740992.0  # 2**-53
+# xoshiro256++ constants as uint64 so numba never promotes the arithmetic to float.
+_U = np.uint64
+_S17 = _U(17)
+_S45 = _U(45)
+_S19 = _U(19)  # 64 - 45
+_S23 = _U(23)
+_S41 = _U(41)  # 64 - 23
+_ONE = _U(1)
 
 # Indices into the small int64 "scalars" array that carries the state between chunks.
 TOP = 0        # current top level (longest queue)
 CLOCK = 1      # step clock within the current accumulation window
-LAST_TOP = 2   # clock at which the top level last changed
-NSCAL = 3
+NSCAL = 2
 
 
-@jit
-def _next_double(rng):
-    """Next uniform double in [0, 1) from the xoshiro256+ state (53 random bits)."""
-    s0 = rng[0]
-    s1 = rng[1]
-    s2 = rng[2]
-    s3 = rng[3]
-    result = s0 + s3
+def event_thresholds(lam, p):
+    """Integer thresholds on 63 random bits for the three event types.
+
+    Parameters
+    ----------
+    lam, p : float
+        Arrival rate per station and centralization fraction (validated by the caller).
+
+    Returns
+    -------
+    a_thr, l_thr : numpy.uint64
+        ``floor(2**63 lam / (1 + lam))`` and ``floor(2**63 (1 + lam - p) / (1 + lam))``,
+        computed exactly from the binary values of ``lam`` and ``p``; a 63-bit uniform
+        ``v`` is an arrival when ``v < a_thr``, a local-server token when
+        ``a_thr <= v < l_thr`` and a central-server token otherwise.
+    """
+    lam_q = Fraction(float(lam))
+    p_q = Fraction(float(p))
+    full = 1 << 63
+    a_thr = (full * lam_q) // (1 + lam_q)
+    l_thr = (full * (1 + lam_q - p_q)) // (1 + lam_q)
+    return _U(int(a_thr)), _U(int(l_thr))
+
+
+@intrinsic
+def _mul128(typingctx, a, b):
+    """(high, low) 64-bit words of the 128-bit product of two uint64 (one ``mul``)."""
+    sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i128 = ir.IntType(128)
+        prod = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
+        hi = builder.trunc(builder.lshr(prod, ir.Constant(i128, 64)), ir.IntType(64))
+        lo = builder.trunc(prod, ir.IntType(64))
+        return context.make_tuple(builder, signature.return_type, (hi, lo))
+
+    return sig, codegen
+
+
+@jit(inline="always")
+def _xoshiro(s0, s1, s2, s3):
+    """One xoshiro256++ step: (output, new state words)."""
+    t0 = s0 + s3
+    out = ((t0 << _S23) | (t0 >> _S41)) + s0
     t = s1 << _S17
     s2 ^= s0
     s3 ^= s1
     s1 ^= s2
     s0 ^= s3
     s2 ^= t
-    s3 = (s3 << _S45) | (s3 >> _S64M45)
+    s3 = (s3 << _S45) | (s3 >> _S19)
+    return out, s0, s1, s2, s3
+
+
+@jit(inline="always")
+def _store(rng, s0, s1, s2, s3):
+    """Write the generator state back (the kernels keep it in registers meanwhile)."""
     rng[0] = s0
     rng[1] = s1
     rng[2] = s2
     rng[3] = s3
-    return np.float64(result >> _S11) * _TWO_M53
+
+
+@jit(inline="always")
+def _move(L, cnt, acc, tacc, b, level, idx, c, d, clock, top):
+    """Apply one event: the station at sorted position ``b`` gets ``level`` jobs, and
+    ``cnt[idx]`` (which was ``c``) changes by ``d``; returns the new top level.
+
+    The longest queue rises to ``idx = top + 1`` or falls when its level empties; both
+    accumulators get ``d * clock`` by parts (module docstring).
+    """
+    L[_U(b)] = level
+    acc[_U(idx)] += d * clock
+    cnt[_U(idx)] = c + d
+    up = np.int64(idx > top)
+    dt = up - np.int64(c + d == 0)
+    tacc[_U(top + up)] += dt * clock
+    return top + dt
 
 
 @jit
-def run_events(n_events, lam, p, L, cnt, acc, top_acc, scal, rng, track, perm, pos,
-               level_max):
-    """Advance the uniformized chain by up to ``n_events`` events.
+def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
+    """Advance the uniformized chain by up to ``n_events`` events (no station identities).
 
     Parameters
     ----------
     n_events : int
         Events to simulate.
-    lam, p : float
-        Model parameters (validated by the caller).
+    a_thr, l_thr : uint64
+        Event-type thresholds from :func:`event_thresholds`.
     L : uint8[N], uint16[N] or int32[N]
         Sorted queue lengths (modified in place); the narrowest type that holds the
         levels is used, since a smaller array stays in cache at large N.
@@ -114,14 +197,12 @@ def run_events(n_events, lam, p, L, cnt, acc, top_acc, scal, rng, track, perm, p
         ``cnt[k]`` stations with at least k jobs; ``cap >= top + 2``.
     acc : int64[cap]
         ``sum(d * clock)`` over the changes of ``cnt[k]`` in the current window.
-    top_acc : float64[cap]
-        Step integral of the indicator {top level == k}.
+    tacc : int64[cap]
+        ``sum(d * clock)`` over the changes of the indicator {top >= k}.
     scal : int64[NSCAL]
-        Top level, clock, clock of the last top-level change.
+        Top level and clock.
     rng : uint64[4]
         Generator state.
-    track : bool
-        Keep station identities in ``perm``/``pos`` (int32[N]; else length-1 dummies).
     level_max : int
         Largest value ``L``'s type holds.
 
@@ -130,103 +211,127 @@ def run_events(n_events, lam, p, L, cnt, acc, top_acc, scal, rng, track, perm, p
     int
         Events done; fewer than ``n_events`` only when the top level reached
         ``cap - 2`` or ``level_max - 1`` (the caller then enlarges
-        ``cnt``/``acc``/``top_acc`` or widens ``L`` and calls again; no random
-        number has been drawn for the pending event).
+        ``cnt``/``acc``/``tacc`` or widens ``L`` and calls again; no random number has
+        been drawn for the pending event).
     """
     n = L.shape[0]
-    nf = np.float64(n)
+    nu = _U(n)
     limit = min(cnt.shape[0] - 2, level_max - 1)
-    a_thr = lam
-    l_thr = lam + (1.0 - p)
-    scale = 1.0 + lam
     top = scal[TOP]
     clock = scal[CLOCK]
-    last_top = scal[LAST_TOP]
-    done = 0
-    while done < n_events:
+    start = clock
+    end = clock + n_events
+    s0, s1, s2, s3 = rng[0], rng[1], rng[2], rng[3]
+    while clock < end:
         if top >= limit:
             break
-        done += 1
         clock += 1
-        x = _next_double(rng) * nf
-        j = min(np.int64(x), n - 1)
-        f = (x - j) * scale
-        if f < l_thr:
-            # Arrival (a = 1) or local-server token (a = 0) at the station in position
-            # j, written without data-dependent branches (the two are equally likely):
-            # an arrival moves the last station of level k's block to k + 1; a local
-            # token moves the first one to k - 1 (d = -1), or nothing when k = 0 (d = 0;
-            # the write below then stores 0 into L[0], which already holds 0).
-            k = np.int64(L[j])
-            a = np.int64(f < a_thr)
-            d = a + (a - 1) * np.int64(k > 0)
-            idx = k + a
-            c = cnt[idx]
-            b = n - c - a
-            L[b] = k + d
-            acc[idx] += d * clock
-            cnt[idx] = c + d
-            if idx > top or c + d == 0:
-                # the longest queue changed: up to idx (arrival) or down to idx - 1
-                top_acc[top] += np.float64(clock - last_top)
-                last_top = clock
-                top = idx if a == 1 else idx - 1
-            if track:
-                sj = perm[j]
-                sb = perm[b]
-                perm[j] = sb
-                perm[b] = sj
-                pos[sb] = j
-                pos[sj] = b
-        elif top > 0:
-            # central-server token: one job from a longest queue (uniform among ties)
-            k = top
-            c = cnt[k]
-            b = n - c
-            if track:
-                g = (f - l_thr) / p  # the unused part of u, uniform in [0, 1)
-                jj = min(b + np.int64(g * c), n - 1)
-                sj = perm[jj]
-                sb = perm[b]
-                perm[jj] = sb
-                perm[b] = sj
-                pos[sb] = jj
-                pos[sj] = b
-            L[b] = k - 1
-            acc[k] -= clock
-            cnt[k] = c - 1
-            if c == 1:
-                top_acc[top] += np.float64(clock - last_top)
-                last_top = clock
-                top = k - 1
+        r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+        j, lo = _mul128(r, nu)
+        v = lo >> _ONE
+        # The three event types without a branch.  A central token acts on the first
+        # station of the top block (k = top, a = 0); an arrival (a = 1) moves the last
+        # station of level k's block to k + 1; a token moves the first station of level
+        # k's block to k - 1 (d = -1), or nothing when k = 0 (d = 0: the write below
+        # then stores 0 into L[0], which already holds 0).
+        k = np.int64(L[j])
+        k = top if v >= l_thr else k
+        a = np.int64(v < a_thr)
+        d = a + (a - 1) * np.int64(k > 0)
+        idx = k + a
+        c = cnt[_U(idx)]
+        top = _move(L, cnt, acc, tacc, n - c - a, k + d, idx, c, d, clock, top)
     scal[TOP] = top
     scal[CLOCK] = clock
-    scal[LAST_TOP] = last_top
-    return done
+    _store(rng, s0, s1, s2, s3)
+    return clock - start
 
 
 @jit
-def flush(cnt, acc, top_acc, scal, out_s, out_top, inclusive):
-    """Close the current window, add its step integrals to ``out_s``/``out_top``, restart.
+def run_events_tracked(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max,
+                       perm, pos):
+    """As :func:`run_events`, keeping station identities in ``perm``/``pos``.
+
+    The same seed gives the same sample path of ``cnt`` as :func:`run_events`.  A
+    central token serves a station chosen uniformly among the longest queues, using the
+    part of the event's random number not spent on its type.
+
+    Parameters
+    ----------
+    n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max
+        As for :func:`run_events`.
+    perm, pos : int32[N]
+        ``perm[j]`` is the station at sorted position ``j``; ``pos`` is its inverse.
+
+    Returns
+    -------
+    int
+        Events done, as for :func:`run_events`.
+    """
+    n = L.shape[0]
+    nu = _U(n)
+    limit = min(cnt.shape[0] - 2, level_max - 1)
+    top = scal[TOP]
+    clock = scal[CLOCK]
+    start = clock
+    end = clock + n_events
+    s0, s1, s2, s3 = rng[0], rng[1], rng[2], rng[3]
+    span = np.float64((_ONE << _U(63)) - l_thr)  # > 0 whenever a central token occurs
+    while clock < end:
+        if top >= limit:
+            break
+        clock += 1
+        r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+        j, lo = _mul128(r, nu)
+        v = lo >> _ONE
+        jj = np.int64(j)
+        k = np.int64(L[j])
+        if v >= l_thr:
+            k = top
+            if top > 0:
+                # uniform among the cnt[top] longest queues
+                g = np.float64(v - l_thr) / span
+                jj = n - cnt[top] + min(np.int64(g * cnt[top]), cnt[top] - 1)
+        a = np.int64(v < a_thr)
+        d = a + (a - 1) * np.int64(k > 0)
+        idx = k + a
+        c = cnt[idx]
+        b = n - c - a
+        if d != 0:
+            sj = perm[jj]
+            sb = perm[b]
+            perm[jj] = sb
+            perm[b] = sj
+            pos[sb] = jj
+            pos[sj] = b
+        top = _move(L, cnt, acc, tacc, b, k + d, idx, c, d, clock, top)
+    scal[TOP] = top
+    scal[CLOCK] = clock
+    _store(rng, s0, s1, s2, s3)
+    return clock - start
+
+
+@jit
+def flush(cnt, acc, tacc, scal, out_s, out_tail, inclusive):
+    """Close the current window, add its step integrals to ``out_s``/``out_tail``, restart.
 
     The window covers step time [0, W) with W = clock + 1 when ``inclusive`` (the state
     after the last event is counted for one full step: the end of a batch) and W = clock
     otherwise (that state then opens the next window at step time 0).  Adds
-    ``integral cnt[k]`` to ``out_s[k]`` and ``integral 1{top == k}`` to ``out_top[k]``
+    ``integral cnt[k]`` to ``out_s[k]`` and ``integral 1{top >= k}`` to ``out_tail[k]``
     (both arrays at least as long as ``cnt``), zeroes the accumulators and the clock, and
     returns W.
     """
     clock = scal[CLOCK]
+    top = scal[TOP]
     width = clock + 1 if inclusive else clock
     wf = np.float64(width)
     for k in range(cnt.shape[0]):
         out_s[k] += cnt[k] * wf - np.float64(acc[k])
-        out_top[k] += top_acc[k]
+        out_tail[k] += (wf if k <= top else 0.0) - np.float64(tacc[k])
         acc[k] = 0
-        top_acc[k] = 0.0
-    out_top[scal[TOP]] += np.float64(width - scal[LAST_TOP])
+        tacc[k] = 0
     scal[CLOCK] = 0
-    scal[LAST_TOP] = 0
     return width
 
 
@@ -236,13 +341,12 @@ def rng_limit(n_events, L, rng):
 
     Returns the sum of the entries read (so that the compiler cannot drop the loop).
     """
-    n = L.shape[0]
-    nf = np.float64(n)
+    nu = _U(L.shape[0])
+    s0, s1, s2, s3 = rng[0], rng[1], rng[2], rng[3]
     total = 0
     for _ in range(n_events):
-        x = _next_double(rng) * nf
-        j = np.int64(x)
-        if j >= n:
-            j = n - 1
+        r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+        j, lo = _mul128(r, nu)
         total += L[j]
+    _store(rng, s0, s1, s2, s3)
     return total

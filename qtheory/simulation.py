@@ -233,12 +233,13 @@ class _System:
         for k in range(top + 1):  # stations with exactly k jobs, in sorted position
             self.L[n_stations - self.cnt[k]: n_stations - self.cnt[k + 1]] = k
         self.acc = np.zeros(cap, dtype=np.int64)
-        self.top_acc = np.zeros(cap)
+        self.tacc = np.zeros(cap, dtype=np.int64)
         self.win_s = np.zeros(cap)  # step integrals of the open window, flushed per chunk
-        self.win_top = np.zeros(cap)
+        self.win_tail = np.zeros(cap)
         self.win_width = 0
         self.scal = np.zeros(_k.NSCAL, dtype=np.int64)
         self.scal[_k.TOP] = top
+        self.a_thr, self.l_thr = _k.event_thresholds(lam, p)
         self.rng = np.asarray(rng_state, dtype=np.uint64).copy()
         self.track = bool(track)
         if self.track:
@@ -248,9 +249,6 @@ class _System:
                 self.perm = np.arange(n_stations, dtype=np.int32)
             self.pos = np.empty(n_stations, dtype=np.int32)
             self.pos[self.perm] = np.arange(n_stations, dtype=np.int32)
-        else:
-            self.perm = np.zeros(1, dtype=np.int32)
-            self.pos = np.zeros(1, dtype=np.int32)
         self.n_events = 0
 
     @property
@@ -271,7 +269,7 @@ class _System:
             return
         cap = self.cap
         new = 2 * cap
-        for name in ("cnt", "acc", "top_acc", "win_s", "win_top"):
+        for name in ("cnt", "acc", "tacc", "win_s", "win_tail"):
             old = getattr(self, name)
             arr = np.zeros(new, dtype=old.dtype)
             arr[:cap] = old
@@ -282,13 +280,19 @@ class _System:
         remaining = int(n_events)
         while remaining > 0:
             step = min(remaining, _CHUNK)
-            done = _k.run_events(step, self.lam, self.p, self.L, self.cnt, self.acc,
-                                 self.top_acc, self.scal, self.rng, self.track,
-                                 self.perm, self.pos, self.level_max)
+            if self.track:
+                done = _k.run_events_tracked(step, self.a_thr, self.l_thr, self.L,
+                                             self.cnt, self.acc, self.tacc, self.scal,
+                                             self.rng, self.level_max, self.perm,
+                                             self.pos)
+            else:
+                done = _k.run_events(step, self.a_thr, self.l_thr, self.L, self.cnt,
+                                     self.acc, self.tacc, self.scal, self.rng,
+                                     self.level_max)
             remaining -= done
             self.n_events += done
-            self.win_width += _k.flush(self.cnt, self.acc, self.top_acc, self.scal,
-                                       self.win_s, self.win_top, False)
+            self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
+                                       self.win_s, self.win_tail, False)
             if bar is not None and done:
                 bar.update(done)
             if done < step:
@@ -297,14 +301,14 @@ class _System:
     def close_window(self):
         """End the accumulation window at the current state (counted for one step).
 
-        Returns (step integral of cnt[k], step integral of 1{top == k}, number of
+        Returns (step integral of cnt[k], step integral of 1{top >= k}, number of
         states W) over the window, and opens a new one.
         """
-        self.win_width += _k.flush(self.cnt, self.acc, self.top_acc, self.scal,
-                                   self.win_s, self.win_top, True)
-        out = (self.win_s, self.win_top, self.win_width)
+        self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
+                                   self.win_s, self.win_tail, True)
+        out = (self.win_s, self.win_tail, self.win_width)
         self.win_s = np.zeros(self.cap)
-        self.win_top = np.zeros(self.cap)
+        self.win_tail = np.zeros(self.cap)
         self.win_width = 0
         return out
 
@@ -455,25 +459,23 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
 
     system = _System(n_stations, lam, p, cnt0, rng_state, track=False)
     bar = _progress_bar(progress, total, "simulate")
-    rows_s, rows_top = [], []
+    rows_s, rows_tail = [], []
     try:
         if n_warm:
             system.run(n_warm, bar)
         system.close_window()  # discard the warm-up window
         for b in range(n_batches):
             system.run(int(counts[b]), bar)
-            out_s, out_top, width = system.close_window()
+            out_s, out_tail, width = system.close_window()
             rows_s.append(out_s / (n_stations * float(width)))
-            rows_top.append(out_top / float(width))
+            rows_tail.append(out_tail / float(width))
     finally:
         if bar is not None:
             bar.close()
 
     width = max(r.size for r in rows_s)
     bs = _stack(rows_s, width)
-    bt = _stack(rows_top, width)
-    # P(M >= i) per batch from the distribution of the top level
-    btail = np.cumsum(bt[:, ::-1], axis=1)[:, ::-1]
+    btail = _stack(rows_tail, width)  # time-average of 1{M >= i} per batch
     occupied = np.flatnonzero(bs.max(axis=0) > 0)
     levels = int(occupied[-1]) + 1
     bs = bs[:, :levels]
