@@ -23,6 +23,8 @@ __all__ = [
     "check_times",
     "check_s0",
     "check_seed",
+    "check_flag",
+    "real_array",
 ]
 
 
@@ -147,6 +149,66 @@ def check_positive_int(value, name, *, minimum=1):
     return v
 
 
+def real_array(value, name):
+    """Convert an array_like of real numbers to a float64 array (a new copy).
+
+    Parameters
+    ----------
+    value : array_like
+        Nested sequences or an array of int/float entries (NumPy or Python numbers).
+    name : str
+        The parameter's name, used in the error message.
+
+    Returns
+    -------
+    ndarray of float64, the shape of ``value``
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is ragged, or holds anything other than real numbers: strings (no
+        ``"0.5"`` is read as a number), bools, complex numbers, None.
+    """
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of real numbers; got a ragged or "
+                         f"non-numeric sequence") from None
+    kind = raw.dtype.kind
+    if kind == "O":
+        bad = [x for x in raw.ravel()
+               if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real)]
+        if bad:
+            raise ValueError(f"{name} must hold real numbers only, got "
+                             f"{type(bad[0]).__name__} {bad[0]!r}")
+    elif kind not in "iuf":
+        raise ValueError(f"{name} must hold real numbers only, got entries of type "
+                         f"{raw.dtype} ({raw.ravel()[:1].tolist()!r}...)"
+                         if raw.size else f"{name} must hold real numbers only")
+    try:
+        return np.array(raw, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        raise ValueError(f"{name} must hold real numbers representable in double "
+                         f"precision") from None
+
+
+def check_flag(value, name, *, allow_none=False):
+    """Check an on/off switch: ``True`` or ``False`` (or ``None`` where it means "auto").
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is anything else (a string such as ``"no"`` is not read as a
+        switch, since every non-empty string would mean True).
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    allowed = "True, False or None" if allow_none else "True or False"
+    raise ValueError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+
+
 def check_n_stations(n_stations, name="n_stations"):
     """Check the number of stations N: an integer ``>= 1``."""
     return check_positive_int(n_stations, name, minimum=1)
@@ -170,10 +232,7 @@ def check_times(times, name="times"):
         If ``times`` is not a non-empty one-dimensional array of finite, non-negative,
         non-decreasing numbers.
     """
-    try:
-        t = np.asarray(times, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
+    t = real_array(times, name)
     if t.ndim == 0:
         t = t.reshape(1)
     if t.ndim != 1 or t.size == 0:
@@ -208,10 +267,7 @@ def check_s0(s0, name="s0", *, atol=1e-12):
     ValueError
         If any of the conditions above fails.
     """
-    try:
-        s = np.array(s0, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
+    s = real_array(s0, name)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D array, got shape {s.shape}")
     if not np.all(np.isfinite(s)):

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_lam, check_p, check_positive_int, check_real, check_seed
+from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
+    check_seed
 from .exact import exact_state_space_size, exact_stationary
 from .invariant import invariant_state, mean_queue_length
 from .statistics import batch_means, correlation_threshold
@@ -357,6 +358,7 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     """
     from .simulation import sample_path, simulate
 
+    progress = check_flag(progress, "progress")
     lam = check_lam(lam)
     p = check_p(p)
     n_list = np.atleast_1d(np.asarray(n_values))

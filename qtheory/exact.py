@@ -60,7 +60,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from . import _exact_kernels as _k
-from ._validation import check_lam, check_p, check_positive_int, check_real, check_s0
+from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
+    check_s0
 
 __all__ = [
     "ExactResult",
@@ -342,6 +343,7 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     1.0
     """
     n = check_positive_int(n_stations, "n_stations")
+    progress = check_flag(progress, "progress")
     lam = check_lam(lam)
     p = check_p(p)
     K = check_positive_int(max_queue, "max_queue")

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._fluid_kernels import _fluid_run
-from ._validation import check_lam, check_p, check_positive_int, check_real, \
-    check_s0, check_times
+from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
+    check_s0, check_times, real_array
 from .invariant import invariant_state
 
 __all__ = [
@@ -72,10 +72,7 @@ _INV_TOL = 1e-12    # slack for the invariants 0 <= s <= 1, non-increasing
 # --------------------------------------------------------------------------- drift
 
 def _as_state(s, name, validate):
-    try:
-        a = np.array(s, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
+    a = real_array(s, name)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D array, got shape {a.shape}")
     if not np.all(np.isfinite(a)):
@@ -367,6 +364,7 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     >>> s.shape[0], round(float(s[1, 1]), 9)
     (2, 0.888888889)
     """
+    check = check_flag(check, "check")
     lam = check_lam(lam)
     p = check_p(p)
     t = check_times(times)
@@ -423,15 +421,19 @@ def l1_distance(a, b):
     Tsitsiklis and Xu (2012), Section 3 (the weighted norm on the state space; the l1
     norm of s is the mean queue length).
     """
-    A = np.asarray(a, dtype=np.float64)
-    B = np.asarray(b, dtype=np.float64)
+    A = real_array(a, "a")
+    B = real_array(b, "b")
     for name, X in (("a", A), ("b", B)):
         if X.ndim == 0 or not np.all(np.isfinite(X)):
             raise ValueError(f"{name} must be a finite array with at least one axis")
     w = max(A.shape[-1], B.shape[-1])
     A = np.concatenate([A, np.zeros(A.shape[:-1] + (w - A.shape[-1],))], axis=-1)
     B = np.concatenate([B, np.zeros(B.shape[:-1] + (w - B.shape[-1],))], axis=-1)
-    d = np.abs(A - B)[..., 1:].sum(axis=-1)
+    try:
+        d = np.abs(A - B)[..., 1:].sum(axis=-1)
+    except ValueError:
+        raise ValueError(f"the leading axes of a {A.shape[:-1]} and b {B.shape[:-1]} "
+                         f"do not broadcast") from None
     return float(d) if d.ndim == 0 else d
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_lam, check_n_stations, check_p, check_positive_int, \
+from ._validation import check_flag, check_lam, check_n_stations, check_p, check_positive_int, \
     check_real, check_s0
 from .fluid import fluid_trajectory, l1_distance
 from .simulation import sample_path
@@ -216,8 +216,9 @@ def fluid_limit_study(lam, p, t_end, n_values, seeds, *, s0=None, n_times=201,
     Raises
     ------
     ValueError
-        If an argument is out of range, or ``s0`` is not representable with N
-        stations for some N.
+        If an argument is out of range, ``s0`` is not representable with N stations
+        for some N, or some path coincides with the fluid trajectory (distance 0, so
+        the rate cannot be fitted).
 
     References
     ----------
@@ -231,6 +232,7 @@ def fluid_limit_study(lam, p, t_end, n_values, seeds, *, s0=None, n_times=201,
     if np.unique(ns).size < 2:
         raise ValueError("n_values must contain at least two distinct values")
     seeds = [check_positive_int(sd, "seeds[...]", minimum=0) for sd in seeds]
+    progress = check_flag(progress, "progress", allow_none=True)
     if not seeds:
         raise ValueError("seeds must be a non-empty list of non-negative integers")
     x0 = None
@@ -256,6 +258,12 @@ def fluid_limit_study(lam, p, t_end, n_values, seeds, *, s0=None, n_times=201,
                 bar.update()
     if bar is not None:
         bar.close()
+    if np.any(D <= 0.0):
+        a, b = np.argwhere(D <= 0.0)[0]
+        raise ValueError(
+            f"the N = {ns[a]} path (seed {seeds[b]}) coincides with the fluid trajectory "
+            f"on the whole grid (distance 0, e.g. an empty system with lam = 0): there "
+            f"is no convergence rate to fit; choose lam > 0 or a non-trivial s0")
     X = np.repeat(np.log(ns.astype(float)), len(seeds))
     Y = np.log(D).ravel()
     A = np.vstack([np.ones_like(X), X]).T

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _kernels as _k
 from ._validation import (
+    check_flag,
     check_lam,
     check_n_stations,
     check_p,
@@ -445,6 +446,7 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     warmup = check_real(warmup, "warmup", low=0.0, high=t_end, high_open=True)
     _check_horizon(n_stations, lam, t_end, "t_end")
     n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
+    progress = check_flag(progress, "progress", allow_none=True)
     if n_batches > 10**6:
         raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
     cnt0 = _initial_counts(n_stations, s0)
@@ -628,8 +630,8 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     n_stations, lam, p = _check_common(n_stations, lam, p)
     t = check_times(times)
     _check_horizon(n_stations, lam, float(t[-1]), "times[-1]")
-    if not isinstance(per_station, (bool, np.bool_)):
-        raise ValueError(f"per_station must be a bool, got {per_station!r}")
+    per_station = check_flag(per_station, "per_station")
+    progress = check_flag(progress, "progress", allow_none=True)
     if per_station and t.size * n_stations > _MAX_STATION_RECORD:
         raise ValueError(
             f"per_station=True would record len(times) * n_stations = "

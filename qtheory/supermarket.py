@@ -42,8 +42,9 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
         Number of stations sampled by each arriving job, ``d >= 1``; ``d = 1`` is
         random assignment, i.e. independent M/M/1 queues.
     max_levels : int, optional
-        Largest number of levels returned (only ``d = 1`` with ``lam`` near 1 can
-        reach it).
+        Largest number of levels this call may return (a memory guard): a profile that
+        needs more is refused, never truncated.  Only ``d = 1`` with ``lam`` near 1
+        needs that many (``lam > 1 - 6.9e-5`` with the default 1e7).
 
     Returns
     -------
@@ -55,7 +56,8 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
     Raises
     ------
     ValueError
-        If ``lam`` is outside ``[0, 1)`` or ``d`` is not an integer ``>= 1``.
+        If ``lam`` is outside ``[0, 1)``, ``d`` is not an integer ``>= 1``, or the
+        profile needs more than ``max_levels`` levels.
 
     References
     ----------
@@ -74,15 +76,25 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
         return np.ones(1)
     log_lam = math.log(lam)  # < 0
     limit = math.log(_TINY)
+    if d == 1:
+        # s_i = lam**i: the levels above 1e-300 are i <= limit / log(lam), which is
+        # huge near lam = 1; never return a silently truncated profile
+        k = int(math.floor(limit / log_lam))
+        if k > max_levels:
+            raise ValueError(
+                f"with d = 1 and lam = {lam!r} the fixed point has {k:,} levels above "
+                f"1e-300, more than max_levels = {max_levels:,}; raise max_levels or use "
+                f"supermarket_mean_queue_length (lam/(1 - lam) = {lam / (1 - lam):.6g})")
+        return np.power(lam, np.arange(k + 1, dtype=np.float64))
     out = [1.0]
     exponent = 0  # (d**i - 1)/(d - 1) = 1 + d + ... + d**(i-1), an exact integer
-    for i in range(1, max_levels + 1):
+    for _ in range(max_levels + 1):
         exponent = exponent * d + 1
-        log_s = exponent * log_lam
-        if log_s < limit:
-            break
+        if exponent * log_lam < limit:
+            return np.array(out, dtype=np.float64)
         out.append(lam ** exponent)  # correctly rounded pow, not exp(log): no drift
-    return np.array(out, dtype=np.float64)
+    raise ValueError(f"with d = {d} and lam = {lam!r} the fixed point has more than "
+                     f"max_levels = {max_levels:,} levels above 1e-300; raise max_levels")
 
 
 def supermarket_mean_queue_length(lam, d):

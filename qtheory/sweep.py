@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validation import check_positive_int, check_seed
+from ._validation import check_flag, check_positive_int, check_seed
 
 __all__ = ["sweep", "SweepResult", "SweepFailure", "SweepError", "expand_grid",
            "point_seeds"]
@@ -530,8 +530,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         raise ValueError("executor must be a concurrent.futures.Executor (e.g. "
                          "ProcessPoolExecutor, ThreadPoolExecutor, or a Dask client's "
                          f"get_executor()), got {type(executor).__name__}")
-    if pass_seed not in (None, True, False):
-        raise ValueError(f"pass_seed must be None, True or False, got {pass_seed!r}")
+    pass_seed = check_flag(pass_seed, "pass_seed", allow_none=True)
+    progress = check_flag(progress, "progress")
 
     grid_has_seed = "seed" in names
     if grid_has_seed and seed is not None:

@@ -198,7 +198,7 @@ def test_capacity_without_pooling_bad_target():
 # ------------------------------------------------------------ supermarket model
 @pytest.mark.parametrize("lam", [0.0, 0.3, 0.9, 0.99])
 def test_supermarket_d1_is_mm1(lam):
-    s = qt.supermarket_fixed_point(lam, 1, max_levels=200)
+    s = qt.supermarket_fixed_point(lam, 1)[:200]
     np.testing.assert_allclose(s, lam ** np.arange(len(s)), rtol=1e-13)
     assert qt.supermarket_mean_queue_length(lam, 1) == pytest.approx(lam / (1 - lam))
     if lam > 0:

@@ -75,3 +75,65 @@ def test_point_seeds_rejects_bad_counts(n_points):
 
 def test_point_seeds_zero_points_is_empty():
     assert qt.point_seeds(1, 0) == []
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: qt.simulate(10, 0.9, 0.1, t_end=10.0, warmup=1.0, s0=v), "s0"),
+    (lambda v: qt.sample_path(10, 0.9, 0.1, v), "times"),
+    (lambda v: qt.fluid_trajectory(0.9, 0.1, [1.0], v), "s0"),
+    (lambda v: qt.l1_distance(v, [1.0, 0.5]), "a"),
+    (lambda v: qt.fluid_drift(v, 0.9, 0.1), "s"),
+])
+@pytest.mark.parametrize("bad", [["1", "0.5"], [1.0, "0.5"], [True, False],
+                                 [1.0, 0.5j], [1.0, None], [[1.0, 0.5], [1.0]]])
+def test_arrays_of_strings_bools_complex_or_ragged_are_value_errors(call, name, bad):
+    # "0.5" used to be read as the number 0.5 and a ragged list raised numpy's error
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        call(bad)
+
+
+def test_real_arrays_of_python_and_numpy_numbers_are_accepted():
+    from fractions import Fraction
+
+    s = qt.fluid_trajectory(0.9, 0.1, [1.0], [1, Fraction(1, 2)])
+    assert s.shape[0] == 1 and s[0, 0] == 1.0
+    assert qt.l1_distance([1, 0.5], [1.0, 0.25]) == 0.25
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: qt.simulate(10, 0.9, 0.1, t_end=10.0, warmup=1.0, progress=v), "progress"),
+    (lambda v: qt.sample_path(10, 0.9, 0.1, [1.0], progress=v), "progress"),
+    (lambda v: qt.sample_path(10, 0.9, 0.1, [1.0], per_station=v), "per_station"),
+    (lambda v: qt.fluid_trajectory(0.9, 0.1, [1.0], check=v), "check"),
+    (lambda v: qt.sweep(abs, {"x": [1]}, progress=v), "progress"),
+])
+@pytest.mark.parametrize("bad", ["no", "False", 0, 1, [True]])
+def test_switches_accept_only_bools(call, name, bad):
+    # every non-empty string is truthy: "no" used to switch the option on
+    with pytest.raises(ValueError, match=name):
+        call(bad)
+
+
+def test_supermarket_random_assignment_never_truncates_silently():
+    lam = 1 - 1e-6  # lam**i stays above 1e-300 for 6.9e8 levels
+    with pytest.raises(ValueError, match="max_levels"):
+        qt.supermarket_fixed_point(lam, 1)
+    s = qt.supermarket_fixed_point(0.999, 1)
+    assert s[-1] >= 1e-300 and s[-1] * 0.999 < 1e-300  # every level above 1e-300
+    assert abs(s[1:].sum() - 999.0) < 1e-9 * 999  # the whole M/M/1 mean
+    assert qt.supermarket_mean_queue_length(lam, 1) == lam / (1 - lam)
+
+
+def test_fluid_limit_study_without_any_distance_is_an_error():
+    # lam = 0 from the empty state: every path equals the fluid trajectory (distance
+    # 0), so log(distance) has no slope to fit; it used to return NaN exponents
+    with pytest.raises(ValueError, match="distance 0"):
+        qt.fluid_limit_study(0.0, 0.1, 1.0, [10, 20], [0, 1])
+
+
+def test_supermarket_max_levels_refuses_instead_of_truncating():
+    # 0.99 ** (2**i - 1) >= 1e-300 for i <= 16 only
+    assert len(qt.supermarket_fixed_point(0.99, 2)) == 17
+    assert len(qt.supermarket_fixed_point(0.99, 2, max_levels=16)) == 17
+    with pytest.raises(ValueError, match="max_levels"):
+        qt.supermarket_fixed_point(0.99, 2, max_levels=15)
