@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import pytest
 import yaml
@@ -40,12 +41,23 @@ def _load_guard():
 CHAPTERS = [ROOT / f"{d}.md" for d in chapters()]
 
 
+def _install_nbclient_poll():
+    """The build's guard against nbclient's lost wake-ups (book/_ext/nbclient_poll.py)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import nbclient_poll
+    finally:
+        sys.path.pop(0)
+    nbclient_poll.install()
+
+
 @pytest.fixture(scope="module")
 def cache():
     from jupyter_cache import get_cache
 
     guard = _load_guard()
     guard.ensure_fresh()
+    _install_nbclient_poll()
     return get_cache(str(guard.CACHE))
 
 
@@ -86,3 +98,49 @@ def test_chapter_executes(path, cache):
         CacheBundleIn(nb, str(path), data={"execution_seconds": result.time}),
         check_validity=False, overwrite=True)
     print(f"{path.name}: executed in {result.time:.1f} s")
+
+
+def test_nbclient_poll_recovers_a_lost_wakeup_and_keeps_timeouts():
+    import asyncio
+    from queue import Empty
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import nbclient_poll
+    finally:
+        sys.path.pop(0)
+
+    calls = []
+
+    async def lost_wakeup(timeout=None):
+        # the reply is already there, but the first wait never wakes up
+        calls.append(timeout)
+        if len(calls) == 1:
+            await asyncio.sleep(timeout)
+            raise Empty
+        return {"msg_type": "execute_reply"}
+
+    get = nbclient_poll._sliced(lost_wakeup)
+    assert asyncio.run(get(timeout=300))["msg_type"] == "execute_reply"
+    assert len(calls) == 2 and calls[0] <= nbclient_poll.SLICE
+
+    waits = []
+
+    async def silent(timeout=None):
+        waits.append(timeout)
+        await asyncio.sleep(timeout)
+        raise Empty
+
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(Empty):
+        asyncio.run(nbclient_poll._sliced(silent)(timeout=1.2))
+    assert time.monotonic() - t0 >= 1.2  # no earlier give-up than asked ...
+    assert sum(waits) <= 1.2 + 1e-9  # ... and no later one
+    assert waits[0] == nbclient_poll.SLICE and max(waits) <= nbclient_poll.SLICE
+
+    from nbclient.client import NotebookClient
+
+    nbclient_poll.install()
+    assert NotebookClient._sliced_polling and not nbclient_poll.install()

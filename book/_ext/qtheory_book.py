@@ -227,6 +227,9 @@ def write_colab_notebooks(app: Sphinx, exc: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    import nbclient_poll  # beside this file; local_extensions puts book/_ext on sys.path
+
+    nbclient_poll.install()  # chapters executed by the build: no 300 s stall (see there)
     app.connect("config-inited", set_default_mode)
     app.connect("builder-inited", fetch_assets)
     app.connect("doctree-resolved", strip_cdn_links)
