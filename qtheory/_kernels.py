@@ -62,9 +62,10 @@ that the accumulators stay far from int64 overflow.
 
 Speed
 -----
-:func:`run_events` has no data-dependent branch: the three event types and the update of
-M are written as selections, because in small systems M changes every few events and a
-mispredicted branch costs more than the arithmetic it saves.  ``bench/bench_simulation.py``
+:func:`run_events` branches only on the loop's own checks (events left, room for one more
+level): the three event types and the update of M are written as selections, because in
+small systems M changes every few events and a mispredicted branch costs more than the
+arithmetic it saves.  ``bench/bench_simulation.py``
 measures it.
 
 References: Tsitsiklis and Xu (2012), Section 4 (the uniformized construction);
