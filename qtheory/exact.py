@@ -129,7 +129,7 @@ def exact_memory_estimate(n_stations, max_queue):
     """
     n = check_positive_int(n_stations, "n_stations")
     k = check_positive_int(max_queue, "max_queue")
-    S = math.comb(k + n, n)
+    S = exact_state_space_size(n, k)
     E = S * (1 + 2 * min(n, k + 1))
     ib = 4 if E < 2**31 else 8
     states = S * 2 * n

@@ -75,6 +75,20 @@ class Fence:
     lines: list  # a plain fenced code block, verbatim (fences included)
 
 
+def _closes(stripped: str, fence: str) -> bool:
+    """Whether a stripped line closes a fence opened by ``fence`` (same character, at
+    least as long)."""
+    return bool(stripped) and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
+
+
+def _closing_fence(lines: list, start: int, fence: str) -> int:
+    """Index of the first line from ``start`` that closes ``fence`` (len(lines) if none)."""
+    j = start
+    while j < len(lines) and not _closes(lines[j].strip(), fence):
+        j += 1
+    return j
+
+
 def parse_blocks(lines):
     """Split Markdown lines into plain lines, ``Fence`` and top-level ``Directive`` objects.
 
@@ -107,7 +121,7 @@ def parse_blocks(lines):
                 inner = DIRECTIVE_OPEN.match(lines[j])
                 if inner and inner["fence"][0] == fence[0] and len(inner["fence"]) == len(fence):
                     depth += 1
-                elif s and set(s) == {fence[0]} and len(s) >= len(fence):
+                elif _closes(s, fence):
                     if depth == 0:
                         break
                     depth -= 1
@@ -120,12 +134,7 @@ def parse_blocks(lines):
         m = PLAIN_FENCE.match(line)
         if m:
             fence = m["fence"]
-            j = i + 1
-            while j < len(lines):
-                s = lines[j].strip()
-                if s and set(s) == {fence[0]} and len(s) >= len(fence):
-                    break
-                j += 1
+            j = _closing_fence(lines, i + 1, fence)
             out.append(Fence(lines[i:j + 1]))
             i = j + 1
             continue
@@ -456,13 +465,7 @@ def strip_solutions(cells, chapter):
             m = DIRECTIVE_OPEN.match(lines[i])
             name = m["name"] if m else None
             if m and name in ("solution-start", "solution-end", "solution"):
-                fence = m["fence"]
-                j = i + 1
-                while j < len(lines):
-                    s = lines[j].strip()
-                    if s and set(s) == {fence[0]} and len(s) >= len(fence):
-                        break
-                    j += 1
+                j = _closing_fence(lines, i + 1, m["fence"])
                 if name == "solution-start":
                     if inside:
                         raise ValueError(f"{chapter}: nested solution-start")
