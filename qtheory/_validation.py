@@ -183,8 +183,7 @@ def real_array(value, name):
                              f"{type(bad[0]).__name__} {bad[0]!r}")
     elif kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers only, got entries of type "
-                         f"{raw.dtype} ({raw.ravel()[:1].tolist()!r}...)"
-                         if raw.size else f"{name} must hold real numbers only")
+                         f"{raw.dtype}")
     try:
         return np.array(raw, dtype=np.float64)
     except (OverflowError, TypeError, ValueError):
@@ -194,6 +193,19 @@ def real_array(value, name):
 
 def check_flag(value, name, *, allow_none=False):
     """Check an on/off switch: ``True`` or ``False`` (or ``None`` where it means "auto").
+
+    Parameters
+    ----------
+    value : object
+        The candidate.
+    name : str
+        The parameter's name, used in the error message.
+    allow_none : bool
+        Whether ``None`` is accepted (and returned as is).
+
+    Returns
+    -------
+    bool or None
 
     Raises
     ------
