@@ -64,7 +64,9 @@ from .concentration import (  # noqa: F401
 )
 from .theory_checks import (  # noqa: F401
     BalanceCheck,
+    LowerBoundCheck,
     fluid_distance_curve,
+    lower_bound_check,
     longest_queue_limit,
     relaxation_rate_bound,
     shifted_invariant_state,
@@ -133,4 +135,6 @@ __all__ = [
     "relaxation_rate_bound",
     "shifted_invariant_state",
     "stationary_balance",
+    "LowerBoundCheck",
+    "lower_bound_check",
 ]

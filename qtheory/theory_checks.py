@@ -16,7 +16,10 @@ checked:
   the stationary laws;
 * :func:`stationary_balance` -- both sides of the exact finite-N identity
   :math:`\lambda E[s_{i-1}] - (1-p) E[s_i] = p P(M \ge i)` from an exact solution or a
-  simulation, with batch-means intervals.
+  simulation, with batch-means intervals;
+* :func:`lower_bound_check` -- the finite-N lower bound :math:`E[s^N_i] \ge s^I_i`
+  (steady-state chapter) on an exact solution, level by level, with the tolerance that
+  truncation and the solver's residual allow.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ __all__ = [
     "longest_queue_limit",
     "BalanceCheck",
     "stationary_balance",
+    "LowerBoundCheck",
+    "lower_bound_check",
 ]
 
 
@@ -339,3 +344,130 @@ def stationary_balance(result):
     k = lhs.size
     return BalanceCheck(float(lam), float(p), int(result.n_stations), source,
                         np.arange(1, k + 1, dtype=np.int64), lhs, rhs, lhs - rhs, hw)
+
+
+@dataclass(frozen=True)
+class LowerBoundCheck:
+    r"""Margins of the finite-N lower bound :math:`E[s^N_i] \ge s^I_i`, level by level.
+
+    Attributes
+    ----------
+    lam, p : float
+        The model.
+    n_stations : int
+        N.
+    max_queue : int
+        Truncation level K of the exact solution.
+    levels : ndarray of int64, shape (K,)
+        i = 1..K.
+    expected : ndarray of float64, shape (K,)
+        :math:`E[s^N_i]` of the (truncated) exact stationary law.
+    fluid : ndarray of float64, shape (K,)
+        :math:`s^I_i` (0 above the fluid top level :math:`i^*`).
+    margin : ndarray of float64, shape (K,)
+        ``expected - fluid``; the proposition says it is :math:`\ge 0` for the
+        untruncated chain.
+    tolerance : ndarray of float64, shape (K,)
+        How far below 0 a margin of the *truncated* chain may lie:
+        :math:`(b + \delta)/(1-p) \sum_{j<i} r^j` plus rounding for
+        :math:`i \le i^*`, rounding only above :math:`i^*`, where :math:`b` is the blocked
+        arrival rate, :math:`\delta` bounds the solver's residual in the identity and
+        :math:`r = \lambda/(1-p)`.
+    """
+
+    lam: float
+    p: float
+    n_stations: int
+    max_queue: int
+    levels: np.ndarray
+    expected: np.ndarray
+    fluid: np.ndarray
+    margin: np.ndarray
+    tolerance: np.ndarray
+
+    @property
+    def holds(self):
+        """True when every margin is at least ``-tolerance``."""
+        return bool(np.all(self.margin >= -self.tolerance))
+
+    @property
+    def min_margin(self):
+        """The smallest margin over all levels (jobs per station)."""
+        return float(self.margin.min())
+
+    @property
+    def mean_queue_margin(self):
+        r""":math:`E[v^N_1] - v^I_1` over the levels held, i.e. ``margin.sum()``."""
+        return float(self.margin.sum())
+
+
+def lower_bound_check(result):
+    r"""Check :math:`E[s^N_i] \ge s^I_i` on an exact stationary solution.
+
+    Parameters
+    ----------
+    result : ExactResult
+        From :func:`qtheory.exact_stationary` (any N, ``lam``, ``p``, ``max_queue``).
+
+    Returns
+    -------
+    LowerBoundCheck
+        Per level :math:`i = 1..K` the stationary mean :math:`E[s^N_i]`, the invariant
+        state :math:`s^I_i`, the margin (their difference) and the tolerance within
+        which the truncated chain must meet the bound.  ``holds`` says whether every
+        margin is at least ``-tolerance``.
+
+    Raises
+    ------
+    ValueError
+        If ``result`` is not an :class:`~qtheory.ExactResult`.
+
+    Notes
+    -----
+    For the untruncated chain the bound is exact (steady-state chapter, proposition
+    ``steady-prop-lower-bound``): from the identity
+    :math:`(1-p)E[s_i] = \lambda E[s_{i-1}] - p P(M \ge i) \ge \lambda E[s_{i-1}] - p`
+    and :math:`(1-p)s^I_i = \lambda s^I_{i-1} - p` for :math:`i \le i^*`, by induction
+    on :math:`i`.  In the chain truncated at K the identity is off by the blocked rate
+    :math:`b = \lambda E[s_K]` (exactly) and by the solver's error, at most
+    :math:`\delta = K \cdot n_{\text{states}} \cdot \max_x |(\pi Q)_x|` (the identity at
+    level i is :math:`\sum_x (\pi Q)_x v_i(x)` with :math:`0 \le v_i \le K`).  The
+    same induction then gives
+    :math:`E[s_i] - s^I_i \ge -\frac{b + \delta}{1-p} \sum_{j<i} r^j` for
+    :math:`i \le i^*`, which is the tolerance (plus :math:`10^{-12}` for rounding).  At
+    ``p = 0`` (independent M/M/1 queues, :math:`s^I_i = \lambda^i`) truncation makes
+    the margin equal to minus this tolerance: the tolerance is sharp.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), the balance of positions at or above level i; the lower
+    bound as a consequence is the book's (steady-state chapter, suggested by the
+    referee's report).
+    """
+    from .exact import ExactResult
+
+    if not isinstance(result, ExactResult):
+        raise ValueError("result must be an ExactResult from qtheory.exact_stationary, "
+                         f"got {type(result).__name__}")
+    lam, p, K = float(result.lam), float(result.p), int(result.max_queue)
+    es = np.asarray(result.s, dtype=np.float64)[1 : K + 1]
+    if p == 0.0:
+        fluid = lam ** np.arange(1, K + 1, dtype=np.float64)
+        top = K
+    else:
+        sI = invariant_state(lam, p)
+        fluid = np.zeros(K)
+        m = min(K, sI.size - 1)
+        fluid[:m] = sI[1 : m + 1]
+        top = sI.size - 1
+    rounding = 1e-12
+    tol = np.full(K, rounding)
+    if top >= 1:
+        delta = K * int(result.n_states) * float(result.residual)
+        r = lam / (1.0 - p)
+        i = np.arange(1, K + 1)
+        geo = np.cumsum(np.concatenate([[1.0], np.full(K - 1, r)]).cumprod())  # sum_{j<i} r^j
+        below = i <= top
+        tol[below] += (float(result.blocked_rate) + delta) / (1.0 - p) * geo[below]
+    return LowerBoundCheck(lam, p, int(result.n_stations), K,
+                           np.arange(1, K + 1, dtype=np.int64), es, fluid, es - fluid, tol)

@@ -184,3 +184,80 @@ def test_identity_simulation_within_intervals_and_detects_errors():
 def test_stationary_balance_rejects_other_objects():
     with pytest.raises(ValueError, match="ExactResult or a SimulationResult"):
         qt.stationary_balance({"s": [1.0]})
+
+
+# ------------------------------------------------------------------ lower bound (R14)
+
+# (lam, p) -> truncation level K for N = 1, 2, 3, 4, chosen so that the tolerance the
+# truncation allows stays below 1e-2 (small against the fluid values it is compared
+# with, so the check has teeth) and each solve takes at most a few seconds.
+LOWER_BOUND_CASES = {
+    (0.9, 0.1): (60, 45, 40, 32),     # critical top level: lam * s^I_8 = p
+    (0.7, 0.2): (50, 30, 22, 18),
+    (0.95, 0.3): (250, 80, 46, 32),
+    (0.5, 0.2): (40, 24, 16, 12),     # r = lam / (1 - p) < 1
+    (0.3, 0.5): (30, 20, 14, 10),     # lam <= p: i* = 0, the bound is E s_i >= 0
+}
+
+
+@pytest.mark.parametrize("lam,p", list(LOWER_BOUND_CASES))
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_lower_bound_holds_on_exact_solutions(lam, p, n):
+    K = LOWER_BOUND_CASES[(lam, p)][n - 1]
+    r = qt.exact_stationary(n, lam, p, max_queue=K)
+    c = qt.lower_bound_check(r)
+    sI = qt.invariant_state(lam, p)
+    assert c.levels.tolist() == list(range(1, K + 1))
+    np.testing.assert_allclose(c.fluid[: sI.size - 1], sI[1:], atol=1e-15)
+    assert np.all(c.fluid[sI.size - 1:] == 0.0)
+    assert c.tolerance.max() < 1e-2, "truncation too coarse for a meaningful check"
+    assert c.holds, f"margins {c.margin} below -tolerance {c.tolerance}"
+    # level 1 in closed form: (1 - p)(E s_1 - s^I_1) = p P(M = 0) - blocked rate
+    # (for i* = 0 the fluid value is 0 and the margin is E s_1 itself)
+    if sI.size > 1:
+        expected = (p * (1.0 - r.longest_queue_tail[1]) - r.blocked_rate) / (1.0 - p)
+        assert c.margin[0] == pytest.approx(expected, abs=1e-10)
+    # E[v^N_1] >= v^I_1 up to the summed tolerance
+    assert c.mean_queue_margin >= -c.tolerance.sum()
+
+
+def test_lower_bound_critical_case_is_strict_at_every_level():
+    # With K = 32 at N = 4 the truncation error is smaller than every true margin,
+    # which the proof bounds below by p P(M < i) / (1 - p) > 0.
+    r = qt.exact_stationary(4, 0.9, 0.1, max_queue=32)
+    c = qt.lower_bound_check(r)
+    assert np.all(c.margin > c.tolerance)
+
+
+def test_lower_bound_tolerance_is_sharp_at_p0():
+    # p = 0: independent M/M/1 queues truncated at K; the truncated margins equal
+    # -(blocked rate) * sum_{j<i} lam^j, the truncation part of the tolerance.
+    r = qt.exact_stationary(2, 0.6, 0.0, max_queue=25)
+    c = qt.lower_bound_check(r)
+    truncation_part = r.blocked_rate * np.cumsum(0.6 ** np.arange(25))
+    assert c.holds
+    assert np.all(c.margin < 0)
+    np.testing.assert_allclose(-c.margin, truncation_part, rtol=1e-6)
+    assert np.all(c.tolerance >= truncation_part)
+    assert np.all(c.tolerance <= truncation_part * (1 + 1e-4) + 1e-11)
+
+
+def test_lower_bound_check_detects_a_violation():
+    r = qt.exact_stationary(3, 0.9, 0.1, max_queue=40)
+    s = r.s.copy()
+    s[5] -= 0.05                        # push E s_5 below s^I_5 = 4/9 + (its margin)
+    s[5] = min(s[5], qt.invariant_state(0.9, 0.1)[5] - 0.01)
+    fake = dataclasses.replace(r, s=s)
+    c = qt.lower_bound_check(fake)
+    assert not c.holds
+    assert c.margin[4] < -c.tolerance[4]
+    assert np.argmin(c.margin) == 4
+
+
+@pytest.mark.filterwarnings("ignore::qtheory.SimulationWarning")
+def test_lower_bound_check_rejects_other_inputs():
+    sim = qt.simulate(20, 0.7, 0.2, t_end=50.0, warmup=5.0, seed=1)
+    with pytest.raises(ValueError, match="ExactResult"):
+        qt.lower_bound_check(sim)
+    with pytest.raises(ValueError, match="ExactResult"):
+        qt.lower_bound_check(np.ones(5))
