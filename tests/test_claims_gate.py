@@ -61,12 +61,12 @@ class _NoCache:
 def book_copy(tmp_path, monkeypatch):
     """A copy of the book's configuration and chapters in a temporary folder, with
     tests/test_chapters.py pointed at it."""
+    test_chapters._install_nbclient_poll()  # from the repository, before ROOT moves
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "book", tmp_path / "book",
                     ignore=shutil.ignore_patterns("_build", "*.ipynb", "__pycache__"))
     monkeypatch.setattr(test_chapters, "ROOT", tmp_path)
-    test_chapters._install_nbclient_poll()
     return tmp_path
 
 
