@@ -27,6 +27,7 @@ from .fluid_limit import (  # noqa: F401
 from .invariant import (  # noqa: F401
     heavy_traffic_scaling,
     invariant_state,
+    invariant_tail_sums,
     mean_queue_length,
     mm1_mean_queue_length,
     top_level,
@@ -95,6 +96,7 @@ __all__ = [
     "martingale_tolerance",
     "heavy_traffic_scaling",
     "invariant_state",
+    "invariant_tail_sums",
     "mean_queue_length",
     "mm1_mean_queue_length",
     "top_level",

@@ -35,6 +35,7 @@ __all__ = [
     "mean_queue_length",
     "heavy_traffic_scaling",
     "mm1_mean_queue_length",
+    "invariant_tail_sums",
 ]
 
 _EPS = np.finfo(np.float64).eps
@@ -346,3 +347,84 @@ def mm1_mean_queue_length(lam):
     """
     lam = check_lam(lam)
     return lam / (1.0 - lam)
+
+
+def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
+    r"""The invariant state in the paper's tail-sum coordinates :math:`v^I`.
+
+    Tsitsiklis and Xu write the fluid model and its invariant state in the tail sums
+    :math:`v_i = \sum_{j \ge i} s_j` (the number of jobs per station sitting at
+    position ``i`` or higher of their queue) rather than in the tail fractions
+    :math:`s_i` of :func:`invariant_state`.  This function returns :math:`v^I`.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station (jobs per mean service time), ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+    max_levels : int, optional
+        Passed to :func:`invariant_state`: the largest number of levels computed.
+
+    Returns
+    -------
+    v : ndarray of float64, shape (i* + 2,)
+        ``v[i]`` is :math:`v^I_i = \sum_{j \ge i} s^I_j` for ``i = 0, 1, ..., i* + 1``,
+        indexed like the array ``s`` of :func:`invariant_state` (which has shape
+        ``(i* + 1,)``) with one more entry:
+
+        - ``v[0] = 1 + v[1]`` (:math:`v_0` includes :math:`s_0 = 1`; the paper's
+          state has :math:`v_0 - v_1 = 1` as well);
+        - ``v[1]`` is the mean number of jobs per station, :func:`mean_queue_length`;
+        - ``v[i* + 1] = 0``: no job sits above the top level :math:`i^*`;
+        - ``s == v[:-1] - v[1:]`` up to rounding, and ``v`` is strictly decreasing.
+
+        For ``p = 0`` every level is occupied (:math:`s_i = \lambda^i`) and
+        :func:`invariant_state` truncates; here ``v[i]`` is then the exact tail sum
+        :math:`\lambda^i/(1-\lambda)` of the untruncated state at the same indices plus
+        one, so the last entry is the (tiny) mass beyond the truncation, not 0.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``[0, 1)``, ``p`` outside ``[0, 1]``, ``max_levels`` is
+        not a positive integer, or the state has more than ``max_levels`` levels (as
+        for :func:`invariant_state`).
+
+    Notes
+    -----
+    The tail sums are accumulated from the top level down (``np.cumsum`` of the
+    reversed ``s``), adding small terms first; all terms are positive, so the relative
+    error of ``v[i]`` is at most about ``(i* - i + 1)`` rounding units on top of the
+    error of the ``s_j`` themselves, also on the line :math:`\lambda + p = 1` where
+    closed forms divide by zero.  Summing the geometric series of
+    :func:`invariant_state`'s closed form gives, for :math:`\lambda + p \ne 1`,
+    :math:`r = \lambda/(1-p)` and :math:`1 \le i \le i^* + 1`,
+
+    .. math:: v^I_i = \frac{\lambda(1-\lambda)\,(r^{i-1} - r^{i^*})}{(1-p-\lambda)^2}
+              - \frac{p\,(i^* - i + 1)}{1-p-\lambda},
+
+    which the tests compare with this function; at :math:`i = 1` it is the mean of
+    :func:`mean_queue_length`.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Section 3 (the fluid model in tail-sum coordinates and
+    the closed form of its invariant state :math:`v^I`); Xu (2011), Ch. 3.
+
+    Examples
+    --------
+    >>> invariant_tail_sums(0.9, 0.1).round(4)
+    array([5.    , 4.    , 3.1111, 2.3333, 1.6667, 1.1111, 0.6667, 0.3333,
+           0.1111, 0.    ])
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    max_levels = check_positive_int(max_levels, "max_levels")
+    s = invariant_state(lam, p, max_levels=max_levels)
+    if p == 0.0:
+        # s_i = lam**i for every i: the tail sums are exact geometric tails.
+        return lam ** np.arange(len(s) + 1, dtype=np.float64) / (1.0 - lam)
+    v = np.zeros(len(s) + 1)
+    v[:-1] = np.cumsum(s[::-1])[::-1]
+    return v

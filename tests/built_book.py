@@ -89,31 +89,51 @@ def built_pages() -> list[Path]:
 
 
 class PageParser(HTMLParser):
-    """Collects ids, links and image sources of one HTML page."""
+    """Collects ids, links and image sources of one HTML page.
+
+    ``link_context`` pairs every link with the ids of the ``<figure>`` elements that
+    enclose it, so that a figure's caption linking to the figure itself (the headerlink
+    Sphinx puts in every caption) can be told apart from a reference in the text.
+    """
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.ids: set[str] = set()
         self.links: list[str] = []
+        self.link_context: list[tuple[str, frozenset[str]]] = []
         self.images: list[str] = []
         self.refresh: str | None = None
+        self._figures: list[str | None] = []  # stack of open <figure> ids
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if a.get("id"):
             self.ids.add(a["id"])
+        if tag == "figure":
+            self._figures.append(a.get("id"))
         if tag == "a" and a.get("name"):
             self.ids.add(a["name"])
         if tag == "a" and a.get("href") is not None:
             self.links.append(a["href"])
+            self.link_context.append(
+                (a["href"], frozenset(f for f in self._figures if f)))
         if tag == "img" and a.get("src"):
             self.images.append(a["src"])
         if tag == "meta" and (a.get("http-equiv") or "").lower() == "refresh":
             m = re.search(r"url=(.*)", a.get("content") or "", re.I)
             self.refresh = m.group(1).strip() if m else None
 
+    def handle_endtag(self, tag):
+        if tag == "figure" and self._figures:
+            self._figures.pop()
+
 
 def parse(page: Path) -> PageParser:
+    return parse_html(page.read_text(encoding="utf-8"))
+
+
+def parse_html(html: str) -> PageParser:
     parser = PageParser()
-    parser.feed(page.read_text(encoding="utf-8"))
+    parser.feed(html)
+    parser.close()
     return parser

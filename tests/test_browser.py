@@ -17,6 +17,7 @@ reason; with ``QTHEORY_REQUIRE_BROWSER=1`` (CI) it fails instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -49,16 +50,25 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def server():
-    require_build()
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve a folder on 127.0.0.1 (a free port) for the duration of the block."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    require_build()
+    with serve(HTML) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -126,15 +136,15 @@ async () => {
 """
 
 
-@pytest.mark.parametrize("rel", _page_ids())
-def test_page_offline(rel, server, browser):
-    """One page: offline, no JS errors, math typeset, images loaded, widgets rendered."""
+def check_page(browser, server: str, root: Path, rel: str) -> list[str]:
+    """Open one page of the folder ``root`` served at ``server`` and list what a reader
+    would see broken: requests to other hosts, missing files, JavaScript errors, untypeset
+    math or MathJax errors, images that did not load, widgets not rendered."""
     external, js_errors, missing = [], [], []
-    refresh = parse(HTML / rel).refresh
+    refresh = parse(root / rel).refresh
     if refresh is not None:  # a redirect page (index.html): its target must exist
-        target = (HTML / rel).parent / refresh.split("#")[0]
-        assert target.is_file(), f"{rel} redirects to a missing page {refresh}"
-        return
+        target = (root / rel).parent / refresh.split("#")[0]
+        return [] if target.is_file() else [f"{rel} redirects to a missing page {refresh}"]
     context = browser.new_context(viewport={"width": 1280, "height": 900})
 
     def route(r):
@@ -154,14 +164,20 @@ def test_page_offline(rel, server, browser):
             if m.type == "error" and not m.text.startswith(IGNORED_CONSOLE) else None)
     try:
         response = page.goto(f"{server}/{rel}", wait_until="load", timeout=60_000)
-        assert response is not None and response.ok, f"{rel}: HTTP {response and response.status}"
+        if response is None or not response.ok:
+            return [f"{rel}: HTTP {response and response.status}"]
         report = page.evaluate(PAGE_REPORT_JS)
         if SCREENSHOTS:
             Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(Path(SCREENSHOTS) / (rel.replace("/", "_") + ".png")))
     finally:
         context.close()
+    return page_problems(report, external, missing, js_errors)
 
+
+def page_problems(report: dict, external: list[str], missing: list[str],
+                  js_errors: list[str]) -> list[str]:
+    """Turn what the browser saw on one page into a list of problems (empty: all well)."""
     problems = []
     if external:
         problems.append(f"requests to other hosts (the page needs the network): {external}")
@@ -180,4 +196,47 @@ def test_page_offline(rel, server, browser):
         problems.append(f"widgets: {report['unrendered_widgets']} of "
                         f"{report['widget_views']} not rendered, "
                         f"{report['widget_errors']} show an error")
+    return problems
+
+
+@pytest.mark.parametrize("rel", _page_ids())
+def test_page_offline(rel, server, browser):
+    """One page: offline, no JS errors, math typeset, images loaded, widgets rendered."""
+    problems = check_page(browser, server, HTML, rel)
     assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
+
+
+# A 1x1 PNG, so that the clean planted page has an image that loads.
+_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
+_CLEAN = "<!DOCTYPE html><html><head><title>t</title></head><body><p>ok</p>{}</body></html>"
+PLANTED = {
+    "external.html": '<img src="https://example.org/x.png">',
+    "missing.html": '<img src="no-such-image.png">',
+    "js.html": '<script>throw new Error("planted")</script>',
+    "console.html": '<script>console.error("planted")</script>',
+    "math.html": '<span class="math notranslate nohighlight">\\(x^2\\)</span>',
+    "widget.html": ('<div><script type="application/vnd.jupyter.widget-view+json">'
+                    '{"version_major": 2, "model_id": "m"}</script></div>'),
+    "redirect.html": '<meta http-equiv="refresh" content="0; url=nowhere.html">',
+}
+EXPECTED = {"external.html": "requests to other hosts", "missing.html": "files missing",
+            "js.html": "JavaScript errors", "console.html": "JavaScript errors",
+            "math.html": "math elements not typeset", "widget.html": "widgets: 1 of 1",
+            "redirect.html": "redirects to a missing page"}
+
+
+def test_planted_page_defects(browser, tmp_path):
+    """The browser gate fails on each planted defect and passes on the clean page."""
+    (tmp_path / "ok.png").write_bytes(_PNG)
+    (tmp_path / "clean.html").write_text(_CLEAN.format('<img src="ok.png">'))
+    for name, body in PLANTED.items():
+        head = body if name == "redirect.html" else ""
+        (tmp_path / name).write_text(_CLEAN.replace("<title>", head + "<title>")
+                                     .format("" if head else body))
+    with serve(tmp_path) as url:
+        assert check_page(browser, url, tmp_path, "clean.html") == []
+        for name in PLANTED:
+            problems = check_page(browser, url, tmp_path, name)
+            assert any(EXPECTED[name] in m for m in problems), (name, problems)

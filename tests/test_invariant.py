@@ -294,3 +294,141 @@ def test_heavy_traffic_limit_is_approached_slowly():
     for lam, ratio in [(0.99, 0.27), (0.9999, 0.57), (1 - 1e-9, 0.81)]:
         got = qt.mean_queue_length(lam, 0.05) / qt.heavy_traffic_scaling(lam, 0.05)
         assert got == pytest.approx(ratio, abs=0.01)
+
+
+# ---------------------------------------------------------------- tail sums (the paper's v)
+def closed_form_tail_sums(lam, p, dps=60):
+    """v^I_1..v^I_{i*+1} from the closed form of REVIEW R16, evaluated in `dps` digits.
+
+    v_i = lam(1-lam)(r^(i-1) - r^i*)/(1-p-lam)^2 - p(i* - i + 1)/(1-p-lam), r = lam/(1-p),
+    for lam + p != 1 (the float inputs are taken as exact binary fractions); i* is the
+    top level of the 60-digit balance recursion, independent of qtheory.
+    """
+    k = len(reference_state(lam, p, dps))
+    with mpmath.workdps(dps):
+        L, P = mpmath.mpf(lam), mpmath.mpf(p)
+        d = 1 - P - L
+        assert d != 0, "the closed form divides by zero on the line lam + p = 1"
+        r = L / (1 - P)
+        return [float(L * (1 - L) * (r ** (i - 1) - r**k) / d**2 - P * (k - i + 1) / d)
+                for i in range(1, k + 2)]
+
+
+@pytest.mark.parametrize("lam, p", [
+    (0.99, 0.05), (0.95, 0.1), (0.7, 0.2), (0.5, 0.05), (0.8, 0.01), (0.99, 0.3),
+    (0.999999, 0.001),  # 6911 levels
+    (0.9, 0.1 + 1e-9), (0.9, 0.1 - 1e-9),  # r within 1e-9 of 1, on both sides
+    (0.7, 0.3 + 1e-13), (0.7, 0.3 - 1e-13),  # r within 1e-13 of 1
+    (0.3, 0.5), (0.2, 0.2 + 1e-12), (0.0, 0.4),  # lam <= p: empty state
+])
+def test_tail_sums_match_closed_form(lam, p):
+    v = qt.invariant_tail_sums(lam, p)
+    want = closed_form_tail_sums(lam, p)
+    assert v.shape == (len(want) + 1,)
+    assert want[-1] == 0.0 and v[-1] == 0.0
+    # relative accuracy, except at the top where s_i* itself can be a tiny difference
+    np.testing.assert_allclose(v[1:], want, rtol=1e-9, atol=1e-13)
+
+
+def test_tail_sums_closed_form_at_i1_is_the_mean():
+    # at i = 1 the R16 formula is the mean of MODEL.md section 5 / invariant-eq-mean
+    for lam, p in [(0.99, 0.05), (0.95, 0.1), (0.7, 0.2)]:
+        assert closed_form_tail_sums(lam, p)[0] == pytest.approx(
+            qt.mean_queue_length(lam, p), rel=1e-12)
+
+
+def test_tail_sums_on_the_line_exact():
+    # lam + p = 1: s_i = 1 - i/9 (i <= 8) at (0.9, 0.1), so v_i = sum_{j=i}^{8} (1 - j/9)
+    v = qt.invariant_tail_sums(0.9, 0.1)
+    want = [float(sum(Fraction(9 - j, 9) for j in range(i, 9))) for i in range(10)]
+    np.testing.assert_allclose(v, want, rtol=1e-14, atol=1e-15)
+    assert v[1] == pytest.approx(4.0, rel=1e-14) and v[0] == pytest.approx(5.0, rel=1e-14)
+    # on the line at a tiny p the sum has ~1e6 terms: against the 50-digit mean
+    p = 1e-6
+    v = qt.invariant_tail_sums(1 - p, p)
+    assert v[1] == pytest.approx(reference_mean_line(p), rel=1e-9)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 0.9, 0.99])
+def test_tail_sums_p_zero_is_the_mm1_tail(lam):
+    v = qt.invariant_tail_sums(lam, 0.0)
+    s = qt.invariant_state(lam, 0.0)
+    assert v.shape == (len(s) + 1,)
+    np.testing.assert_allclose(v, lam ** np.arange(len(s) + 1) / (1 - lam), rtol=1e-12)
+    assert v[1] == pytest.approx(lam / (1 - lam), rel=1e-15)
+    np.testing.assert_allclose(v[:-1] - v[1:], s, rtol=1e-10, atol=1e-300)
+
+
+def test_tail_sums_empty_state():
+    for lam, p in [(0.3, 0.5), (0.5, 0.5), (0.0, 1.0), (0.99, 1.0)]:
+        assert qt.invariant_tail_sums(lam, p).tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("lam, p", [(1 - 1e-12, 0.05), (0.99, 1e-6), (0.999999, 0.001)])
+def test_tail_sums_match_60_digit_reference(lam, p):
+    ref = reference_state(lam, p)
+    with mpmath.workdps(60):
+        tails = [float(mpmath.fsum(ref[i:])) for i in range(len(ref))]
+    v = qt.invariant_tail_sums(lam, p)
+    # near the top each s_j carries an absolute rounding error of a few units of 1e-16
+    # (invariant_state); the tail sum adds up at most len(ref) of them
+    np.testing.assert_allclose(v[1:-1], tails, rtol=1e-10, atol=1e-15 * len(ref))
+
+
+@settings(max_examples=300, deadline=None)
+@given(lam=lams, p=ps)
+def test_tail_sums_indexing_and_consistency(lam, p):
+    s = qt.invariant_state(lam, p)
+    v = qt.invariant_tail_sums(lam, p)
+    assert v.shape == (len(s) + 1,)
+    assert v[-1] == 0.0
+    assert np.all(np.diff(v) < 0)  # strictly decreasing: every s_i > 0
+    assert v[0] == pytest.approx(1 + v[1], rel=1e-15)
+    np.testing.assert_allclose(v[:-1] - v[1:], s, rtol=0,
+                               atol=1e-15 * max(1.0, v[0]) * len(s))
+    assert v[1] == pytest.approx(qt.mean_queue_length(lam, p), rel=1e-10, abs=1e-15)
+
+
+def test_tail_sums_balance_in_v_coordinates():
+    # the fluid model in v (fluid-eq-drift-v) stands still at v^I
+    for lam, p in [(0.99, 0.05), (0.9, 0.1), (0.7, 0.2), (0.95, 0.1)]:
+        v = qt.invariant_tail_sums(lam, p)
+        drift = qt.fluid_drift(v, lam, p, coords="v")
+        assert np.max(np.abs(drift)) < 1e-12
+
+
+def test_paper_floor_convention_differs_only_at_a_critical_top():
+    # The paper's top level is floor(log_r(p/(1-lam))); the book's is ceil(.) - 1. They
+    # differ exactly when the logarithm is an integer k: then the formula gives s_k = 0
+    # (lam s_{k-1} = p, a critical top level) and both conventions give the same v.
+    r, k = Fraction(2, 3), 3
+    lam_q = (r - r ** (k + 1)) / (1 - r ** (k + 1))
+    p_q = r**k * (1 - lam_q)
+    assert (lam_q, p_q) == (Fraction(38, 65), Fraction(8, 65))
+    prev, levels = Fraction(1), []
+    for _ in range(k):
+        prev = (lam_q * prev - p_q) / (1 - p_q)
+        levels.append(prev)
+    assert levels[-1] == 0 and all(x > 0 for x in levels[:-1])  # s_3 = 0 exactly
+    assert lam_q * levels[-2] == p_q  # critical: lam s_{i*} = p
+    lam, p = float(lam_q), float(p_q)
+    assert qt.top_level(lam, p) == k - 1
+    v = qt.invariant_tail_sums(lam, p)
+    want = [float(sum(levels[i - 1:])) for i in range(1, k + 1)]
+    np.testing.assert_allclose(v[1:], want, rtol=1e-12, atol=1e-15)
+    # off the critical case the two conventions agree
+    lam, p = 0.99, 0.05
+    L = math.log(p / (1 - lam)) / math.log(lam / (1 - p))
+    assert L != int(L) and math.floor(L) == qt.top_level(lam, p) == math.ceil(L) - 1
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, math.nan, "0.5", None, True])
+def test_tail_sums_bad_input(bad):
+    with pytest.raises(ValueError, match="lam"):
+        qt.invariant_tail_sums(bad, 0.1)
+    with pytest.raises(ValueError, match=r"\bp\b"):
+        qt.invariant_tail_sums(0.5, bad if bad != 1.0 else 1.5)
+    with pytest.raises(ValueError, match="max_levels"):
+        qt.invariant_tail_sums(0.5, 0.1, max_levels=0)
+    with pytest.raises(ValueError, match="max_levels"):
+        qt.invariant_tail_sums(1 - 1e-12, 1e-12)
