@@ -7,6 +7,10 @@
   markup left, and whose remaining code still runs;
 * the extension behind the book without solutions removes gated solutions (text and code)
   and nothing else;
+* the proof-based problem set for Part III and the exact chapter (book/problems-part3.md)
+  has at least six problems, each with a worked solution that the book shows and that
+  the book without solutions and the student notebook do not contain; the course page's
+  graduate module covers Part III and the exact chapter and lists every problem;
 * the otter-grader assignments build; the autograder gives the reference solutions full
   marks and a blank and a wrong notebook less.  These tests need requirements-course.txt;
   without otter-grader they are skipped, unless QTHEORY_REQUIRE_COURSE=1 (set by .ci/run),
@@ -32,6 +36,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import student_notebooks as sn  # noqa: E402
 
 CHAPTERS = sn.toc_chapters()
+REQUIRE = os.environ.get("QTHEORY_REQUIRE_COURSE") == "1"
 ROLE_OR_DIRECTIVE = re.compile(r"\{[a-zA-Z][\w:+-]*\}`|^\s*(```+|:::+)\s*\{|^:[\w-]+:|"
                                r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$|^\([\w-]+\)=", re.M)
 
@@ -360,10 +365,202 @@ def test_instructor_config():
 
 
 # ---------------------------------------------------------------------------------------
+# the problem set for Part III and the exact chapter
+# ---------------------------------------------------------------------------------------
+PROBLEMS = ROOT / "book" / "problems-part3.md"
+PART3_AND_EXACT = ("fluid-limit", "stability", "steady-state", "exact")
+SOLUTION_BLOCK = re.compile(r"^```+\{solution-start\}\s*(\S+)\s*\n(.*?)^```+\{solution-end\}",
+                            re.M | re.S)
+
+
+def _solution_blocks(text):
+    """{label: source between solution-start and solution-end}."""
+    return {m[1]: m[2] for m in SOLUTION_BLOCK.finditer(text)}
+
+
+def _plain_lines(source):
+    """Fragments of a solution's prose that render as themselves in HTML: the pieces of
+    each prose line between inline math, roles and code, with at least four words and no
+    characters that Sphinx rewrites (quotes, dashes); for finding the solution in a
+    built page."""
+    out, in_code, in_math = [], False, False
+    for line in source.splitlines():
+        s = line.strip()
+        if s.startswith("```"):
+            in_code = not in_code and "code-cell" in s
+            continue
+        if s.startswith("$$"):
+            in_math = not in_math and not (len(s) > 2 and s.endswith("$$") and s != "$$")
+            continue
+        if in_code or in_math or s.startswith(":"):
+            continue
+        s = re.sub(r"^(\d+\.|-)\s+", "", s)  # list markers render as list items
+        for piece in re.split(r"\$[^$]*\$|\{[\w:-]+\}`[^`]*`|`[^`]*`|\$|\*", s):
+            piece = piece.strip(" ,.;:()")
+            if len(piece) >= 20 and len(piece.split()) >= 4 \
+                    and re.fullmatch(r"[A-Za-z0-9 ,.;:()]+", piece):
+                out.append(piece)
+    return out
+
+
+def _visible_text(html):
+    import html as html_lib
+
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", html, flags=re.S)
+    text = html_lib.unescape(re.sub(r"<[^>]+>", " ", text))
+    return " ".join(text.split())
+
+
+def test_problem_set_has_six_problems_with_proofs():
+    text = PROBLEMS.read_text()
+    labels = _exercises(text)
+    assert len(labels) >= 6, f"{PROBLEMS.name}: {len(labels)} problems, at least 6 required"
+    assert len(set(labels)) == len(labels)
+    blocks = _solution_blocks(text)
+    assert sorted(blocks) == sorted(labels), (sorted(blocks), sorted(labels))
+    for label, body in blocks.items():
+        prose = re.sub(r"```\{code-cell\}.*?```", "", body, flags=re.S)
+        # a worked proof, not a one-liner: at least 600 characters of prose
+        assert len(prose.strip()) >= 600, f"{label}: solution prose {len(prose.strip())} chars"
+        assert _plain_lines(body), f"{label}: no plain prose line to find in the built page"
+    # every Part III chapter and the exact chapter is the subject of some problem
+    for doc in PART3_AND_EXACT:
+        assert f"{{doc}}`{doc}`" in text, doc
+    # numerical sanity checks call qtheory
+    assert len(re.findall(r"^```\{code-cell\}", text, re.M)) >= 6
+
+
+def test_graduate_module_covers_part3_and_exact():
+    text = (ROOT / "book" / "course.md").read_text()
+    module = text.split("## A graduate module", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in module.splitlines() if re.match(r"\| \d", line)]
+    assert len(rows) >= 6, rows
+    read = " ".join(r.split("|")[3] for r in rows)
+    for doc in PART3_AND_EXACT:
+        assert f"{{doc}}`{doc}`" in read, f"the graduate module does not read {doc}"
+    for label in _exercises(PROBLEMS.read_text()):
+        assert f"{{ref}}`{label}`" in module, f"{label} is assigned in no week"
+    assert "{doc}`problems-part3`" in text
+
+
+def test_problem_set_in_toc():
+    """The page must be in _toc.yml (Appendices, right after book/course) to be built."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    if "book/problems-part3" not in files:
+        msg = ("book/problems-part3 is not listed in _toc.yml yet (add "
+               "'      - file: book/problems-part3' under Appendices after book/course)")
+        if REQUIRE:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    assert files.index("book/problems-part3") == files.index("book/course") + 1, files
+
+
+def test_problem_set_student_notebook(tmp_path):
+    """The student notebook of the problem set has every problem and no solution."""
+    import jupytext
+
+    written = sn.build(tmp_path, chapters=[PROBLEMS])
+    nb = nbformat.read(written[0], as_version=4)
+    nbformat.validate(nb)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = [c.source.strip() for c in nb.cells if c.cell_type == "code"]
+    sol_text, sol_code = _solutions(jupytext.read(PROBLEMS))
+    assert len(sol_code) >= 6 and len(sol_text) >= 50
+    for snippet in sol_code:
+        assert snippet not in code, f"solution code left: {snippet[:60]!r}"
+    for line in sol_text:
+        assert line not in md, f"solution text left: {line[:60]!r}"
+    n = len(_exercises(PROBLEMS.read_text()))
+    assert len(re.findall(r"^### Exercise \d+", md, re.M)) == n
+    assert sum("answer" in c.metadata.get("tags", []) for c in nb.cells) == n
+    outside = re.sub(r"```.*?```", "", md, flags=re.S)
+    found = ROLE_OR_DIRECTIVE.search(outside)
+    assert not found, f"MyST markup left: {found.group(0)!r}"
+
+
+@pytest.fixture(scope="module")
+def problem_set_html(tmp_path_factory):
+    """The problem set built alone with Sphinx, with solutions shown (the book) and
+    hidden (the book without solutions), as {hide: visible text}.  Links to other
+    chapters cannot resolve here (warnings, not errors); the full builds check them."""
+    out = {}
+    for hide in (False, True):
+        d = tmp_path_factory.mktemp(f"problems-hide-{hide}")
+        src = d / "src"
+        src.mkdir()
+        shutil.copy(PROBLEMS, src / "index.md")
+        (src / "conf.py").write_text(
+            "import sys\n"
+            f"sys.path.insert(0, {str(ROOT / 'course' / '_ext')!r})\n"
+            "extensions = ['myst_nb', 'sphinx_proof', 'sphinx_exercise', "
+            "'hide_gated_solutions']\n"
+            "myst_enable_extensions = ['amsmath', 'dollarmath', 'colon_fence', 'deflist', "
+            "'substitution']\n"
+            "nb_execution_mode = 'off'\n"
+            f"hide_solutions = {hide}\n")
+        proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html",
+                               str(src), str(d / "html")], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        # only references to the other pages may fail here
+        other = [w for w in proc.stderr.splitlines() if "WARNING" in w
+                 and not re.search(r"not found|unknown document", w)]
+        assert not other, other
+        html = (d / "html" / "index.html").read_text()
+        out[hide] = (html, _visible_text(html))
+    return out
+
+
+def test_problem_set_solutions_shown_in_book_and_hidden_without(problem_set_html):
+    text = PROBLEMS.read_text()
+    labels = _exercises(text)
+    blocks = _solution_blocks(text)
+    book_html, book = problem_set_html[False]
+    bare_html, bare = problem_set_html[True]
+    # one solution admonition per problem in the book, none in the edition without
+    assert len(re.findall(r'class="solution dropdown', book_html)) == len(labels)
+    assert not re.search(r'solution-content|class="[^"]*solution[ "]', bare_html)
+    for label in labels:
+        lines = _plain_lines(blocks[label])
+        shown = [s for s in lines if " ".join(s.split()) in book]
+        assert len(shown) >= max(1, len(lines) // 2), \
+            f"{label}: solution not in the book: {sorted(set(lines) - set(shown))[:3]}"
+        left = [s for s in lines if " ".join(s.split()) in bare]
+        assert not left, f"{label}: solution text in the book without solutions: {left[:2]}"
+    # the problems themselves stay: the first sentence of every exercise
+    for m in re.finditer(r"^```+\{exercise\}[^\n]*\n:label:\s*(\S+)\n(.*?)^```+\s*$", text,
+                         re.M | re.S):
+        pieces = _plain_lines(m[2])
+        assert pieces and all(" ".join(s.split()) in bare for s in pieces), (m[1], pieces)
+    # solution code is rendered in the book only
+    assert "by_hand" in book and "by_hand" not in bare
+
+
+def test_problem_set_executes():
+    """Every code cell of the problem set runs (its asserts check the solutions' claims).
+
+    When the page is in _toc.yml, tests/test_chapters.py executes it like a chapter."""
+    if PROBLEMS in CHAPTERS:
+        pytest.skip("executed by tests/test_chapters.py")
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(PROBLEMS)
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
+    try:
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(ROOT / "book")}}).execute()
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+
+
+# ---------------------------------------------------------------------------------------
 # autograded assignments (otter-grader)
 # ---------------------------------------------------------------------------------------
 HAVE_OTTER = importlib.util.find_spec("otter") is not None
-REQUIRE = os.environ.get("QTHEORY_REQUIRE_COURSE") == "1"
 
 
 def _need_otter():
