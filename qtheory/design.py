@@ -84,13 +84,17 @@ def min_centralization(lam, target_mean_queue, *, xtol=1e-12):
     it has exactly one root.  Brent's method brackets it; if the bracketed point still
     misses the target by rounding, it is moved up by one tolerance step until it meets
     it, so the answer is always feasible.  This is a statement about the fluid limit
-    (``N`` to infinity); a finite system needs a little more (see the book's chapter
-    *Design*).
+    (``N`` to infinity).  For a finite system it is a necessary condition: the
+    stationary means satisfy ``E[v^N_1] >= v^I_1`` for every ``N`` (the lower bound of
+    the book's steady-state chapter), so no ``p`` below the returned value meets the
+    target in any finite system; whether it suffices for a given ``N`` must be checked
+    (exactly for a few stations, otherwise by simulation; the book's chapter *Design*).
 
     References
     ----------
-    Tsitsiklis and Xu (2012), Theorem 3.3 (the invariant state whose mean is inverted
-    here); R. P. Brent, *Algorithms for Minimization without Derivatives* (1973), Ch. 4.
+    Tsitsiklis and Xu (2012), the closed form of the fluid invariant state whose mean is
+    inverted here; R. P. Brent, *Algorithms for Minimization without Derivatives* (1973),
+    Ch. 4.
 
     Examples
     --------
@@ -144,7 +148,7 @@ def mean_sojourn_time(lam, p):
     ----------
     Little (1961) for :math:`L = \lambda W`, applied to the whole system (``N lam`` jobs
     per unit time, ``N`` times the mean queue per station in the system); Tsitsiklis
-    and Xu (2012), Theorem 3.3 for :math:`v^I_1`.
+    and Xu (2012), the fluid invariant state, for :math:`v^I_1`.
     """
     lam = _check_positive_lam(lam)
     p = check_p(p)
@@ -221,7 +225,7 @@ def min_centralization_for_delay(lam, target_sojourn_time, *, xtol=1e-12):
 
     References
     ----------
-    Little (1961); Tsitsiklis and Xu (2012), Theorem 3.3.
+    Little (1961); Tsitsiklis and Xu (2012), the fluid invariant state.
     """
     lam = _check_positive_lam(lam)
     w = _check_target(target_sojourn_time, "target_sojourn_time")
@@ -357,7 +361,7 @@ def design_point(lam, target_mean_queue):
 
     References
     ----------
-    Tsitsiklis and Xu (2012), Theorem 3.3; Little (1961).
+    Tsitsiklis and Xu (2012), the fluid invariant state; Little (1961).
     """
     lam = check_lam(lam)
     target = _check_target(target_mean_queue, "target_mean_queue")

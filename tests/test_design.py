@@ -272,3 +272,39 @@ def test_design_point_reference_and_bad_input():
     assert d.p_min == pytest.approx(0.1, abs=1e-11) and d.top_level == 8
     with pytest.raises(ValueError, match="target_mean_queue"):
         qt.design_point(0.9, 0.0)
+
+
+# ------------------------------------------------- finite systems (lower bound R14)
+@pytest.mark.parametrize("lam, target", [(0.9, 2.0), (0.7, 0.5), (0.8, 1.0)])
+@pytest.mark.parametrize("n, K", [(2, 90), (3, 45)])
+def test_fluid_design_is_necessary_for_small_exact_systems(lam, target, n, K):
+    # E[v^N_1] >= v^I_1 for every N (steady-state chapter): at the fluid design, and at
+    # any smaller p, an exactly solved finite system does not beat the target.
+    p_star = qt.min_centralization(lam, target)
+    for p in (p_star, 0.9 * p_star):
+        r = qt.exact_stationary(n, lam, p, max_queue=K)
+        assert r.boundary_mass < 1e-6
+        assert r.mean_queue_length >= qt.mean_queue_length(lam, p) >= target * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.9])
+def test_one_station_ignores_centralization(p):
+    # N = 1 is an M/M/1 queue with service rate 1 whatever p is, so no p meets a
+    # target below lam/(1 - lam) (the design chapter's p_min(1) = +inf).
+    lam, K = 0.6, 80
+    r = qt.exact_stationary(1, lam, p, max_queue=K)
+    law = lam ** np.arange(K + 1)
+    law /= law.sum()
+    assert np.abs(r.probabilities - law).max() < 1e-12
+    assert r.mean_queue_length == pytest.approx(lam / (1 - lam), rel=1e-12)
+
+
+@pytest.mark.parametrize("target", [1.0, 2.0, 5.0])
+def test_unpooled_fraction_exponent_tends_to_one_over_target_plus_one(target):
+    # design chapter, exercise design-ex-table: log(1 - p_min)/log(1 - lam) -> 1/(L + 1)
+    expo = [math.log1p(-qt.min_centralization(1 - 10.0 ** -k, target)) / math.log(10.0 ** -k)
+            for k in (3, 6, 12)]
+    assert expo[0] < expo[1] < expo[2]
+    assert expo[2] == pytest.approx(1 / (target + 1), abs=2e-3)
+    # and not the 1/L that the fixed-p heavy-traffic formula would suggest
+    assert abs(expo[2] - 1 / target) > 0.5 * (1 / target - 1 / (target + 1))
