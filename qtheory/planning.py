@@ -103,7 +103,7 @@ _MIN_BATCH_EVENTS = 1000.0
 # the plan's 10 tau meets it with tau >= 2.02 (1 + rho)/(1 - rho)^2 (1% margin).
 _MM1_TAU_INT = 2.02
 # Finite-N inflation of the linear-noise variance: sigma^2 (1 + _FINITE_N / N).
-_FINITE_N = 10.0
+_FINITE_N = 30.0
 # Dense Lyapunov solve up to this many levels; beyond, tau = 1/mu.
 _DENSE_LEVELS = 600
 

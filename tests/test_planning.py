@@ -69,9 +69,9 @@ def test_halving_the_half_width_quadruples_the_measured_time():
     assert tb / ta == pytest.approx(4.0, rel=1e-9)
     # more stations, proportionally less time (same events)
     c = plan(4000, 0.9, 0.1, half_width=0.01)
-    # (sigma^2 carries the finite-N factor 1 + 10/N)
-    assert (c.t_end - c.warmup) * 4000 / (1 + 10 / 4000) == \
-        pytest.approx(tb * 1000 / (1 + 10 / 1000), rel=1e-9)
+    # (sigma^2 carries the finite-N factor 1 + 30/N)
+    assert (c.t_end - c.warmup) * 4000 / (1 + 30 / 4000) == \
+        pytest.approx(tb * 1000 / (1 + 30 / 1000), rel=1e-9)
 
 
 def test_chains_split_the_measured_time_and_each_pays_its_warmup():
