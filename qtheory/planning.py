@@ -560,11 +560,16 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     t_end = warmup + T_chain
     events_chain = rate * t_end
     if not math.isfinite(events_chain) or events_chain > _MAX_EVENTS:
+        floor_events = rate * (warmup + b_per_chain * b_min)
+        why = (f"ask for a larger half_width or use more chains (n_chains)"
+               if floor_events <= _MAX_EVENTS else
+               f"even the shortest valid run (warm-up {warmup:.3g} and {b_per_chain} "
+               f"batches of 10 correlation times, {floor_events:.3g} events) is too "
+               f"long at N = {n}: no half_width helps; use fewer stations")
         raise ValueError(
             f"half_width = {h:g} needs about {k * events_chain:.3g} events "
             f"({events_chain:.3g} per chain, t_end = {t_end:.3g}): more than the "
-            f"{_MAX_EVENTS:.0e} per chain that simulate accepts; ask for a larger "
-            f"half_width or use more chains (n_chains)")
+            f"{_MAX_EVENTS:.0e} per chain that simulate accepts; {why}")
     pred = tq * math.sqrt(sigma2 / (n * T_total)) if sigma2 > 0 else 0.0
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain

@@ -763,3 +763,16 @@ def test_progress_shown_in_scripts_for_long_runs(monkeypatch, capsys):
     monkeypatch.setattr(simmod, "_AUTO_PROGRESS_SECONDS", 10.0)
     quiet(simulate, 20, 0.8, 0.1, t_end=500.0, warmup=50.0, seed=1)
     assert capsys.readouterr().err == ""
+
+
+def test_kernels_release_the_gil():
+    for kern in (simmod._k.run_events, simmod._k.run_events_tracked, simmod._k.flush):
+        assert kern.targetoptions.get("nogil") is True
+
+
+def test_planned_chains_same_result_on_one_or_two_workers():
+    plan = qtheory.plan_run(100, 0.9, 0.1, half_width=0.15, n_chains=2, calibrate=False)
+    a = quiet(simulate, **plan, seed=4, workers=1)
+    b = quiet(simulate, **plan, seed=4, workers=2)
+    assert _same(a, b) and a.n_chains == 2
+    assert a.batch_s.shape[0] == 2 * plan.n_batches
