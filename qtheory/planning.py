@@ -47,7 +47,7 @@ Correlation time (batch length)
     In the linear-noise model :math:`\tau = c^\top A^{-2}\Sigma c / (-c^\top A^{-1}
     \Sigma c)` (:math:`\Sigma` the stationary covariance, :math:`A\Sigma + \Sigma
     A^\top + D = 0`); numerically it equals :math:`1/\mu` to three digits at every
-    point tried, and :math:`1/\mu` is used beyond 600 levels.  For the M/M/1 queue
+    point tried, and :math:`1/\mu` is used beyond 200 levels.  For the M/M/1 queue
     :math:`\tau = (1 + 3\rho + \rho^2)/((1-\rho)^2(1+\rho))` (identified from the Poisson
     equation of the birth-death chain to 1e-8; it tends to :math:`2.5/(1-\rho)^2`).  The
     plan takes :math:`b \ge \tau/(2 \cdot 0.05) = 10\tau`, so that the expected lag-1
@@ -120,7 +120,7 @@ _MM1_TAU_INT = 2.02
 # Finite-N inflation of the linear-noise variance: sigma^2 (1 + _FINITE_N / N).
 _FINITE_N = 30.0
 # Dense Lyapunov solve up to this many levels; beyond, tau = 1/mu.
-_DENSE_LEVELS = 600
+_DENSE_LEVELS = 200
 
 # Events per second of one core, used until a calibration run has measured this machine
 # (and for simulate's progress-bar decision): the floor that bench/bench_simulation.py
