@@ -157,7 +157,7 @@ def test_linear_noise_variance_is_the_integral_of_the_autocovariance():
     A[-1, -1] = -(1 - p)
     sp_ = np.append(s, 0.0)
     D = lam * (sp_[:-2] - sp_[1:-1]) + (1 - p) * (sp_[1:-1] - sp_[2:])
-    D[-1] += p
+    D[-1] += p + lam * s[-1]
     S = solve_continuous_lyapunov(A, -np.diag(D))
     c = np.ones(K)
     C = lambda t: c @ expm(A * t) @ S @ c  # noqa: E731
