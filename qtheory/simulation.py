@@ -401,10 +401,14 @@ def _check_workers(workers):
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:  # pragma: no cover
             return max(1, os.cpu_count() or 1)
-    w = check_positive_int(workers, "workers")
-    if w > 1024:
-        raise ValueError(f"workers must be None or an integer in [1, 1024], got {w}")
-    return w
+    from ._validation import _unwrap_scalar
+
+    w = _unwrap_scalar(workers)
+    if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral) \
+            or not 1 <= int(w) <= 1024:
+        raise ValueError(f"workers must be None (all available cores) or an integer in "
+                         f"[1, 1024], got {type(w).__name__} {w!r}")
+    return int(w)
 
 
 def _draw_chain(n_stations, lam, warmup, t_end, n_batches, ss):
