@@ -463,7 +463,7 @@ def _start_state(n, lam, p, start):
 
 
 def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_chains=1,
-             calibrate=True):
+             max_lag1=_LAG1_TARGET, calibrate=True):
     r"""Plan a simulation that estimates the mean queue length to a given 95% half-width.
 
     Parameters
@@ -488,6 +488,13 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     n_chains : int, optional
         Independent chains, >= 1 (default 1), each with its own warm-up;
         ``simulate(**plan)`` runs them in parallel on the available cores.
+    max_lag1 : float, optional
+        Expected lag-1 autocorrelation of the batch means the batch length aims at,
+        ``0 < max_lag1 <= 0.1`` (default 0.05): batches of at least
+        ``correlation_time / (2 max_lag1)`` (10 correlation times by default, 5 at
+        0.1; :func:`qtheory.simulate` flags batches shorter than 5).  A larger value
+        halves the run where the batch-length floor decides it (heavy traffic, large
+        N), at the price of an interval about ``sqrt(1 + 2 max_lag1)`` too narrow.
     calibrate : bool, optional
         Measure this machine's event rate once per process for ``expected_seconds``
         (about 0.2 s; see :func:`events_per_second`).  False uses the cached or default
@@ -508,8 +515,8 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     Notes
     -----
     The recipe (module docstring): warm-up :math:`w = \max(3, \ln(d_0/(0.1h)))/\mu`;
-    batch length :math:`b \ge 10\tau` (expected lag-1 autocorrelation about 0.05) and
-    at least 1000 events; measured time :math:`T` per chain such that
+    batch length :math:`b \ge \tau/(2\,\text{max\_lag1}) = 10\tau` by default
+    (expected lag-1 autocorrelation about 0.05) and at least 1000 events; measured time :math:`T` per chain such that
     :math:`t_{B-1,0.975}\sqrt{\sigma^2/(N\,k\,T)} \le h` with ``k`` chains and
     ``B = k * n_batches`` batches, and :math:`T \ge` ``n_batches`` :math:`b`.
 
@@ -543,6 +550,7 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     k = check_positive_int(n_chains, "n_chains")
     if k > 10**4:
         raise ValueError(f"n_chains must be an integer in [1, 1e4], got {k}")
+    max_lag1 = check_real(max_lag1, "max_lag1", low=0.0, low_open=True, high=0.1)
     if not isinstance(calibrate, (bool, np.bool_)):
         raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
 
@@ -566,7 +574,7 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     b_per_chain = max(2, -(-n_batches // k))
     B = b_per_chain * k
     tq = float(stats.t.ppf(0.975, B - 1))
-    b_min = max(tau / (2.0 * _LAG1_TARGET), _MIN_BATCH_EVENTS / rate)
+    b_min = max(tau / (2.0 * max_lag1), _MIN_BATCH_EVENTS / rate)
     T_total = max(sigma2 * (tq / h) ** 2 / n, B * b_min)
     T_chain = T_total / k
     batch_length = T_chain / b_per_chain

@@ -211,6 +211,9 @@ def test_plan_meets_target_half_width(n, lam, p, h):
     (dict(half_width=0.1, n_chains=2.0), "n_chains"),
     (dict(half_width=0.1, n_batches=1), "n_batches"),
     (dict(half_width=0.1, calibrate="no"), "calibrate"),
+    (dict(half_width=0.1, max_lag1=0.0), "max_lag1"),
+    (dict(half_width=0.1, max_lag1=0.2), "max_lag1"),
+    (dict(half_width=0.1, max_lag1=math.nan), "max_lag1"),
 ])
 def test_plan_run_rejects_bad_options(kw, name):
     with pytest.raises(ValueError, match=name):
@@ -241,3 +244,14 @@ def test_events_per_second_is_cached_and_positive():
     assert r1 > 0
     r2 = planning.events_per_second()
     assert r2 > 0 and planning.events_per_second() == r2
+
+
+def test_max_lag1_trades_batch_length_for_run_length():
+    a = plan(10**4, 0.99, 0.05, half_width=0.2)
+    b = plan(10**4, 0.99, 0.05, half_width=0.2, max_lag1=0.1)
+    assert a.batch_length == pytest.approx(10 * a.correlation_time)  # the floor decides
+    assert b.batch_length == pytest.approx(5 * b.correlation_time)
+    assert b.t_end - b.warmup == pytest.approx((a.t_end - a.warmup) / 2)
+    # simulate's batch check (five correlation times) accepts both
+    th = planning.variance_model(10**4, 0.99, 0.05)
+    assert b.batch_length >= 5 * th["correlation_time"] * (1 - 1e-12)
