@@ -55,6 +55,7 @@ from .sweep import (  # noqa: F401
 )
 from .exact import (  # noqa: F401
     ExactResult,
+    TruncationWarning,
     exact_memory_estimate,
     exact_state_space_size,
     exact_stationary,
@@ -73,6 +74,7 @@ from .theory_checks import (  # noqa: F401
     shifted_invariant_state,
     stationary_balance,
 )
+from .planning import RunPlan, plan_run  # noqa: F401
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -124,7 +126,10 @@ __all__ = [
     "replicate",
     "sample_path",
     "simulate",
+    "RunPlan",
+    "plan_run",
     "ExactResult",
+    "TruncationWarning",
     "exact_memory_estimate",
     "exact_state_space_size",
     "exact_stationary",
