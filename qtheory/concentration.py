@@ -139,7 +139,9 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
                 f"n_stations={n} needs max_queue >= {K} for boundary mass below "
                 f"{target:g}: {exact_state_space_size(n, K)} states > max_states="
                 f"{max_states}")
-        r = exact_stationary(n, lam, p, max_queue=K, memory_limit=memory_limit)
+        # the boundary mass is checked against `target` here, so no TruncationWarning
+        r = exact_stationary(n, lam, p, max_queue=K, memory_limit=memory_limit,
+                             truncation_tol=1.0)
         if r.boundary_mass <= target:
             return r
         law = r.longest_queue_law
