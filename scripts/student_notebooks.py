@@ -671,7 +671,7 @@ def execute_chapter(path: Path, timeout: int = 600):
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     finally:
         os.environ["PYTHONPATH"] = env_path
