@@ -238,7 +238,7 @@ def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
                     found.append((label, kind, d.arg))
                 elif d.name == "math" and label:
                     found.append((label, "equation", ""))
-                elif d.name == "figure" and label:
+                elif d.name in ("figure", "glue:figure") and label:
                     found.append((label, "figure", ""))
         elif cell.cell_type == "code":
             fig = (cell.metadata.get("mystnb", {}) or {}).get("figure")
@@ -388,7 +388,12 @@ class Converter:
         else:
             body = [f"*{GLUE_MISSING}*"]
         caption = " ".join(self.render(d.body)).strip() if kind == "figure" else ""
-        return ["", *body, "", f"*{caption}*" if caption else "", ""]
+        label = d.options.get("name") or d.options.get("label")
+        if kind == "figure" and label:
+            caption = f"**Figure {self._target(label).number}.** {caption}".strip()
+        elif caption:
+            caption = f"*{caption}*"
+        return ["", *body, "", caption, ""]
 
     def _count(self, kind, label):
         """Number of this exercise or statement; checked against the label table."""
