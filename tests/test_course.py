@@ -256,7 +256,7 @@ def test_converter_glue_without_outputs(sample_notebook):
 
 
 @pytest.mark.timeout(300)
-def test_converter_glue_from_executed_outputs(sample_notebook, tmp_path):
+def test_converter_glue_from_executed_outputs(sample_notebook, tmp_path, monkeypatch):
     """With the executed chapter, every glue role shows the value formatted as MyST-NB
     formats it (a Python format spec applied to the value)."""
     import jupytext
@@ -282,6 +282,16 @@ def test_converter_glue_from_executed_outputs(sample_notebook, tmp_path):
                                                     check_validity=False)
     cached = sn.cached_execution(path, cache_dir)
     assert cached is not None and sn.glue_values(cached) == sn.glue_values(executed)
+    # the book's cache is read only when made with the current qtheory sources
+    import types
+
+    stamp = tmp_path / "stamp"
+    guard = types.SimpleNamespace(CACHE=cache_dir, STAMP=stamp, fingerprint=lambda: "now")
+    monkeypatch.setattr(sn, "_cache_guard", lambda: guard)
+    stamp.write_text("before\n")
+    assert sn.cached_execution(path) is None
+    stamp.write_text("now\n")
+    assert sn.cached_execution(path) is not None
     path.write_text(SAMPLE.replace("0.123456", "0.5"))  # other code: no match
     assert sn.cached_execution(path, cache_dir) is None
 
