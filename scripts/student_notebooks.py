@@ -667,11 +667,23 @@ def cached_execution(path: Path, cache_dir: Path | None = None):
     return merged
 
 
+def install_nbclient_poll():
+    """The build's guard against nbclient's lost wake-ups (``book/_ext/nbclient_poll.py``:
+    after a cell with widgets, a client can otherwise sleep until the cell timeout)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import nbclient_poll
+    finally:
+        sys.path.pop(0)
+    nbclient_poll.install()
+
+
 def execute_chapter(path: Path, timeout: int = 600):
     """Execute the chapter in a fresh kernel from its folder (qtheory from this checkout);
     return the executed notebook."""
     from nbclient import NotebookClient
 
+    install_nbclient_poll()
     nb = read_as_book(path)
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
@@ -841,7 +853,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     written = build(Path(args.out), args.ref, args.chapters or None, execute=args.execute)
     for p in written:
-        print(f"[student-notebooks] wrote {p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p}")
+        shown = p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p
+        print(f"[student-notebooks] wrote {shown}")
     return 0
 
 

@@ -406,6 +406,7 @@ def test_student_notebook_runs(name, student_dir, tmp_path):
     """
     from nbclient import NotebookClient
 
+    sn.install_nbclient_poll()
     assert name in {p.stem for p in CHAPTERS}, name
     nb = nbformat.read(student_dir / f"{name}.ipynb", as_version=4)
     assert "install" in nb.cells[0].metadata.get("tags", [])
