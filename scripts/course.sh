@@ -3,7 +3,9 @@
 #   bash scripts/course.sh instructor-book     the book without solutions
 #                                              -> _build/book-without-solutions/_build/html
 #   bash scripts/course.sh student-notebooks   one .ipynb per chapter, solutions removed
-#                                              -> _build/student-notebooks/
+#                                              -> _build/student-notebooks/ (glued values
+#                                              from the book's execution cache: build the
+#                                              book first, or add --execute)
 #   bash scripts/course.sh assignments         otter-grader student notebooks + autograders
 #                                              -> _build/assignments/<name>/dist/
 #   bash scripts/course.sh grade ZIP NOTEBOOK  grade one submission locally (otter run)
@@ -54,7 +56,7 @@ case "$cmd" in
     course_requirements
     python scripts/assignments.py build ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || { echo "unknown command: $cmd"; exit 2; }
     exit 2 ;;
 esac

@@ -15,19 +15,35 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
 * the first cell installs the exact qtheory version the book was built with, from the
   repository named in ``_config.yml`` (``repository.url``) at the tag ``v<version>``
   (``--ref`` picks another tag or a commit).  It skips the installation when that version
-  is already importable (a local checkout with ``pip install -e .``).
+  is already importable (a local checkout with ``pip install -e .``);
+* values the book quotes in its text with MyST-NB's glue (``{glue:text}`name:.3f```,
+  ``{glue}`name```, the ``{glue}`` directives) are written into the text, formatted as
+  MyST-NB formats them, from the chapter's executed outputs: the book's execution cache
+  (``_build/.jupyter_cache``, used only when it matches the chapter's code and the current
+  qtheory sources, see ``scripts/cache_guard.py``), or a fresh execution with
+  ``--execute``.  Without either, the text says "[value computed by the code above]";
+* the hidden cells of the book (tag ``remove-cell``: the asserts that back the claims of
+  the text, and the ``glue`` calls) are kept, with their input collapsed
+  (``jupyter.source_hidden``): they may define names that later cells use, and dropping
+  them would change what the notebook computes;
+* a chapter that imports ``myst_nb`` gets a second cell that stands in for
+  ``myst_nb.glue`` where MyST-NB is not installed (Colab, a plain JupyterLab), so that the
+  notebook runs there.
 
 Numbers (equations, figures, exercises, theorems) are those of the book: the table of
 contents is not numbered, so Sphinx counts each kind on across chapters, in the order of
 ``_toc.yml``.
 
-Usage: ``python scripts/student_notebooks.py [--out DIR] [--ref REF] [CHAPTER.md ...]``
-(default: every notebook chapter of ``_toc.yml``, written to ``_build/student-notebooks``).
+Usage: ``python scripts/student_notebooks.py [--out DIR] [--ref REF] [--execute]
+[CHAPTER.md ...]`` (default: every notebook chapter of ``_toc.yml``, written to
+``_build/student-notebooks``; ``--execute`` runs the chapters that have no current cached
+execution, to quote their values).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -60,6 +76,10 @@ PROOF_KINDS = {"definition", "theorem", "lemma", "proposition", "corollary", "al
                "remark", "conjecture", "example", "property", "observation", "criterion",
                "assumption", "axiom", "notation"}
 SOLUTION_MARK = "\x00ANSWER-CELL\x00"
+GLUE_ROLES = {"glue", "glue:", "glue:any", "glue:text", "glue:md"}
+GLUE_DIRECTIVES = {"glue", "glue:", "glue:any", "glue:figure", "glue:math", "glue:md"}
+#: what the text says where the book quotes a value that no executed output gives here
+GLUE_MISSING = "[value computed by the code above]"
 
 
 @dataclass
@@ -218,7 +238,7 @@ def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
                     found.append((label, kind, d.arg))
                 elif d.name == "math" and label:
                     found.append((label, "equation", ""))
-                elif d.name == "figure" and label:
+                elif d.name in ("figure", "glue:figure") and label:
                     found.append((label, "figure", ""))
         elif cell.cell_type == "code":
             fig = (cell.metadata.get("mystnb", {}) or {}).get("figure")
@@ -305,11 +325,75 @@ class Bibliography:
 # Conversion of Markdown text
 # ---------------------------------------------------------------------------------------
 class Converter:
-    def __init__(self, chapter: str, targets: dict, bib: Bibliography, start=None):
+    def __init__(self, chapter: str, targets: dict, bib: Bibliography, start=None,
+                 glue: dict | None = None):
         self.chapter = chapter
         self.targets = targets
         self.bib = bib
         self.counters = dict(start or {})  # numbers used by the chapters before this one
+        self.glue = glue or {}  # {name: mime bundle} from the executed chapter
+        self.glue_missing = []  # names quoted in the text without a value here
+
+    def _glue_data(self, key):
+        """The mime bundle glued under ``key`` in this chapter, or None."""
+        if "::" in key:  # glued in another document: not looked up
+            return None
+        if key not in self.glue:
+            self.glue_missing.append(key)
+            return None
+        return self.glue[key]
+
+    def glue_role(self, role, content):
+        """Text of a glue role: the value formatted as MyST-NB formats it."""
+        from myst_nb.core.variables import format_plain_text
+
+        if role == "glue:text":
+            key_fmt = content.strip().rsplit(":", 1)
+            key, fmt = (key_fmt[0], key_fmt[1]) if len(key_fmt) == 2 and \
+                not key_fmt[0].endswith(":") else (content.strip(), "s")
+        else:
+            key, fmt = content.strip(), ""
+        data = self._glue_data(key)
+        if data is None:
+            return GLUE_MISSING
+        if role == "glue:md" or (role != "glue:text" and "text/markdown" in data):
+            if "text/markdown" in data:
+                return str(data["text/markdown"]).strip()
+        if role != "glue:text" and "text/latex" in data:
+            return str(data["text/latex"]).strip()
+        if "text/plain" not in data:
+            return GLUE_MISSING
+        return format_plain_text(str(data["text/plain"]), fmt)
+
+    def glue_directive(self, d: Directive):
+        """Lines for a ``{glue}``, ``{glue:figure}``, ``{glue:math}`` or ``{glue:md}``
+        directive: the glued value as Markdown (text, math, an embedded PNG)."""
+        key = d.arg.strip()
+        data = self._glue_data(key)
+        kind = d.name.split(":", 1)[-1]
+        if data is None:
+            body = [f"*{GLUE_MISSING}*"]
+        elif kind == "math" and ("text/latex" in data or "text/plain" in data):
+            tex = str(data.get("text/latex") or data["text/plain"]).strip().strip("$")
+            body = ["$$", tex, "$$"]
+        elif "image/png" in data:
+            png = "".join(str(data["image/png"]).split())
+            body = [f"![{key}](data:image/png;base64,{png})"]
+        elif "text/markdown" in data:
+            body = [str(data["text/markdown"]).strip()]
+        elif "text/plain" in data:
+            from myst_nb.core.variables import format_plain_text
+
+            body = ["```", format_plain_text(str(data["text/plain"]), ""), "```"]
+        else:
+            body = [f"*{GLUE_MISSING}*"]
+        caption = " ".join(self.render(d.body)).strip() if kind == "figure" else ""
+        label = d.options.get("name") or d.options.get("label")
+        if kind == "figure" and label:
+            caption = f"**Figure {self._target(label).number}.** {caption}".strip()
+        elif caption:
+            caption = f"*{caption}*"
+        return ["", *body, "", caption, ""]
 
     def _count(self, kind, label):
         """Number of this exercise or statement; checked against the label table."""
@@ -361,6 +445,8 @@ class Converter:
         if role.startswith("cite"):
             keys = [k.strip() for k in content.split(",") if k.strip()]
             return self.bib.cite(keys, textual=role in ("cite:t", "cite:ts", "cite:author"))
+        if role in GLUE_ROLES:
+            return self.glue_role(role, content)
         if role == "math":
             return f"${content}$"
         if role in ("doc", "download", "term", "abbr", "sub", "sup"):
@@ -432,6 +518,8 @@ class Converter:
             return ["", "$$", *d.body, *tag, "$$", ""]
         if name in ("code", "code-block", "sourcecode"):
             return ["", f"```{d.arg}", *d.body, "```", ""]
+        if name in GLUE_DIRECTIVES:
+            return self.glue_directive(d)
         if name in ("bibliography", "tableofcontents"):
             return []
         if name in ("figure", "image"):
@@ -505,6 +593,127 @@ def install_cell(version: str, url: str, ref: str):
     return nbformat.v4.new_code_cell(source, metadata={"tags": ["install"]})
 
 
+GLUE_FALLBACK = (
+    "# The book quotes values computed here in its text with MyST-NB's glue(); this\n"
+    "# notebook has them in its text already. Where MyST-NB is not installed (Colab, a\n"
+    "# plain JupyterLab), this stand-in lets `from myst_nb import glue` work.\n"
+    "try:\n"
+    "    import myst_nb\n"
+    "except ImportError:\n"
+    "    import sys\n"
+    "    import types\n"
+    "\n"
+    "    def _glue(name, variable, display=True):\n"
+    "        \"\"\"Show ``variable`` if ``display`` (as myst_nb.glue does).\"\"\"\n"
+    "        if display:\n"
+    "            from IPython.display import display as _display\n"
+    "            _display(variable)\n"
+    "\n"
+    "    sys.modules[\"myst_nb\"] = types.ModuleType(\"myst_nb\")\n"
+    "    sys.modules[\"myst_nb\"].glue = _glue\n"
+)
+
+
+def glue_fallback_cell():
+    return nbformat.v4.new_code_cell(GLUE_FALLBACK, metadata={"tags": ["glue-fallback"]})
+
+
+def _md_config():
+    """MyST parser configuration of the book (``parse.myst_enable_extensions``)."""
+    from myst_parser.config.main import MdParserConfig
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    exts = cfg.get("parse", {}).get("myst_enable_extensions", [])
+    return MdParserConfig(enable_extensions=set(exts))
+
+
+def read_as_book(path: Path):
+    """The chapter as the book build reads it (MyST-NB's reader): the notebook whose
+    executions jupyter-cache stores."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    return read_myst_markdown_notebook(path.read_text(), _md_config(), path=str(path))
+
+
+def _cache_guard():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cache_guard",
+                                                  ROOT / "scripts" / "cache_guard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cached_execution(path: Path, cache_dir: Path | None = None):
+    """The chapter with the outputs of its execution in the book's execution cache, or
+    None: no cache, a cache made with other qtheory sources (its fingerprint, see
+    ``scripts/cache_guard.py``, differs; the cache is only read here, never wiped), or no
+    execution of the chapter's current code."""
+    guard = _cache_guard()
+    cache_dir = Path(cache_dir) if cache_dir else guard.CACHE
+    if not cache_dir.is_dir():
+        return None
+    if cache_dir == guard.CACHE:
+        stamp = guard.STAMP.read_text().strip() if guard.STAMP.exists() else None
+        if stamp != guard.fingerprint():
+            return None
+    from jupyter_cache import get_cache
+
+    try:
+        _, merged = get_cache(str(cache_dir)).merge_match_into_notebook(read_as_book(path))
+    except KeyError:
+        return None
+    return merged
+
+
+def install_nbclient_poll():
+    """The build's guard against nbclient's lost wake-ups (``book/_ext/nbclient_poll.py``:
+    after a cell with widgets, a client can otherwise sleep until the cell timeout)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import nbclient_poll
+    finally:
+        sys.path.pop(0)
+    nbclient_poll.install()
+
+
+def execute_chapter(path: Path, timeout: int = 600):
+    """Execute the chapter in a fresh kernel from its folder (qtheory from this checkout);
+    return the executed notebook."""
+    from nbclient import NotebookClient
+
+    install_nbclient_poll()
+    nb = read_as_book(path)
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+    return nb
+
+
+def glue_values(nb) -> dict:
+    """{name: mime bundle} of every value glued in an executed notebook (MyST-NB's
+    ``glue`` writes a display output with ``metadata.scrapbook``; for ``display=False``
+    its mime types carry a prefix, removed here)."""
+    out = {}
+    if nb is None:
+        return out
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            meta = (output.get("metadata") or {}).get("scrapbook")
+            if not meta or "name" not in meta:
+                continue
+            n = len(meta.get("mime_prefix", ""))
+            out[meta["name"]] = {k[n:]: v for k, v in output.get("data", {}).items()}
+    return out
+
+
 def _clean_markdown(lines):
     text = "\n".join(lines)
     text = re.sub(r"\n{3,}", "\n\n", text)
@@ -512,12 +721,19 @@ def _clean_markdown(lines):
 
 
 def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str, ref: str,
-            start: dict | None = None):
-    """One student notebook; ``start``: counts per kind of the chapters before it."""
+            start: dict | None = None, executed=None):
+    """One student notebook; ``start``: counts per kind of the chapters before it;
+    ``executed``: the chapter executed (a notebook with outputs), for the glued values.
+
+    Names quoted with glue that the executed notebook does not give are listed in the
+    notebook's metadata (``qtheory.glue_missing``)."""
     nb = jupytext.read(path)
     chapter = path.stem
-    conv = Converter(chapter, targets, bib, start)
+    conv = Converter(chapter, targets, bib, start, glue=glue_values(executed))
     cells = [install_cell(version, url, ref)]
+    if any(c.cell_type == "code" and re.search(r"^\s*(from|import)\s+myst_nb\b", c.source,
+                                               re.M) for c in nb.cells):
+        cells.append(glue_fallback_cell())
     for cell in strip_solutions(nb.cells, chapter):
         if cell.cell_type == "markdown":
             text = _clean_markdown(conv.render(cell.source.splitlines()))
@@ -531,8 +747,9 @@ def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str
         elif cell.cell_type == "code":
             meta = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
             tags = meta.get("tags", [])
-            if "remove-cell" in tags:
-                continue
+            if {"remove-cell", "remove-input"} & set(tags):
+                # hidden in the book (checks of the text, glue): kept, input collapsed
+                meta["jupyter"] = {"source_hidden": True}
             cells.append(nbformat.v4.new_code_cell(cell.source, metadata=meta))
             fig = (cell.metadata.get("mystnb", {}) or {}).get("figure")
             if fig and fig.get("name"):
@@ -549,7 +766,8 @@ def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str
     out.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
-        "qtheory": {"version": version, "source": f"book/{path.name}", "ref": ref},
+        "qtheory": {"version": version, "source": f"book/{path.name}", "ref": ref,
+                    "glue_missing": sorted(set(conv.glue_missing))},
     }
     nbformat.validate(out)
     return out
@@ -588,8 +806,13 @@ def repository_url():
     return cfg["repository"]["url"]
 
 
-def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None):
-    """Write the student notebooks; return the list of paths written."""
+def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None,
+          execute: bool = False, cache_dir: Path | None = None):
+    """Write the student notebooks; return the list of paths written.
+
+    Glued values come from the book's execution cache (``cache_dir``, default the
+    book's); with ``execute``, a chapter without a current cached execution is executed
+    here."""
     version = qtheory_version()
     url = repository_url()
     ref = ref or f"v{version}"
@@ -601,7 +824,17 @@ def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None):
     written = []
     for path in chapters:
         bib = Bibliography(ROOT / "book" / "references.bib")
-        nb = convert(path, targets, bib, version, url, ref, starts[path.stem])
+        executed = cached_execution(path, cache_dir)
+        if executed is None and execute:
+            print(f"[student-notebooks] executing {path.name} for its glued values",
+                  file=sys.stderr)
+            executed = execute_chapter(path)
+        nb = convert(path, targets, bib, version, url, ref, starts[path.stem], executed)
+        missing = nb.metadata["qtheory"]["glue_missing"]
+        if missing:
+            print(f"[student-notebooks] {path.name}: no executed output for the glued "
+                  f"values {', '.join(missing)}: the text says {GLUE_MISSING!r} "
+                  "(build the book first, or pass --execute)", file=sys.stderr)
         dest = out_dir / (path.stem + ".ipynb")
         nbformat.write(nb, dest)
         written.append(dest)
@@ -614,10 +847,14 @@ def main(argv=None):
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder")
     ap.add_argument("--ref", default=None,
                     help="git tag or commit to install qtheory from (default v<version>)")
+    ap.add_argument("--execute", action="store_true",
+                    help="execute chapters that have no current cached execution, to "
+                         "quote their glued values")
     args = ap.parse_args(argv)
-    written = build(Path(args.out), args.ref, args.chapters or None)
+    written = build(Path(args.out), args.ref, args.chapters or None, execute=args.execute)
     for p in written:
-        print(f"[student-notebooks] wrote {p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p}")
+        shown = p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p
+        print(f"[student-notebooks] wrote {shown}")
     return 0
 
 

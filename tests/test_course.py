@@ -4,7 +4,11 @@
   them with code (that code runs in every build: the chapter tests execute it);
 * the student notebooks (scripts/student_notebooks.py) are valid notebooks whose first
   cell installs the exact qtheory version, with no solution text or code and no MyST
-  markup left, and whose remaining code still runs;
+  markup left; values glued into the text are written out, formatted as MyST-NB does,
+  when the chapter's execution is at hand, and a readable placeholder otherwise (never a
+  glue name); the book's hidden cells (asserts, glue) are kept with their input
+  collapsed; and the notebooks run top to bottom without their solutions and without
+  MyST-NB installed (as on Colab);
 * the extension behind the book without solutions removes gated solutions (text and code)
   and nothing else;
 * the proof-based problem set for Part III and the exact chapter (book/problems-part3.md)
@@ -134,6 +138,28 @@ See {numref}`sample-fig`, {numref}`Fig. %s <sample-fig>`, {prf:ref}`sample-thm`,
 {ref}`sample-sec`, {ref}`the text <sample-sec>` and Exercise {ref}`sample-ex-b`.
 
 ```{code-cell} ipython3
+from myst_nb import glue
+
+glue("sample-x", 0.123456, display=False)
+glue("sample-n", 1234567, display=False)
+```
+
+```{code-cell} ipython3
+:tags: [remove-cell]
+hidden = 2 * 21
+glue("sample-msg", "reports success", display=False)
+assert hidden == 42, "prose says forty-two"
+```
+
+GLUED: x = {glue:text}`sample-x:.3f` = {glue:text}`sample-x:.1%` =
+{glue:text}`sample-x:.2e`, n = {glue:text}`sample-n:,`, the solver
+{glue:text}`sample-msg` ({glue:}`sample-msg`, {glue}`sample-n`).
+
+```{code-cell} ipython3
+print(hidden)
+```
+
+```{code-cell} ipython3
 ---
 mystnb:
   figure:
@@ -215,6 +241,72 @@ def test_converter_removes_solutions_and_markup(sample_notebook):
     assert len(answers) == 2
 
 
+GLUED_VALUES = ("GLUED: x = 0.123 = 12.3% =\n1.23e-01, n = 1,234,567, the solver\n"
+                "reports success (reports success, 1234567).")
+
+
+def test_converter_glue_without_outputs(sample_notebook):
+    """No executed outputs: a placeholder that says where the value comes from."""
+    md = "\n".join(c.source for c in sample_notebook.cells if c.cell_type == "markdown")
+    text = md.split("GLUED:", 1)[1].split(").", 1)[0]
+    assert "sample-" not in text, text
+    assert text.count(sn.GLUE_MISSING) == 7, text
+    assert sample_notebook.metadata["qtheory"]["glue_missing"] == \
+        ["sample-msg", "sample-n", "sample-x"]
+
+
+@pytest.mark.timeout(300)
+def test_converter_glue_from_executed_outputs(sample_notebook, tmp_path, monkeypatch):
+    """With the executed chapter, every glue role shows the value formatted as MyST-NB
+    formats it (a Python format spec applied to the value)."""
+    import jupytext
+
+    path = tmp_path / "sample.md"
+    path.write_text(SAMPLE)
+    executed = sn.execute_chapter(path, timeout=240)
+    assert sorted(sn.glue_values(executed)) == ["sample-msg", "sample-n", "sample-x"]
+    targets = sn.collect_targets(path, jupytext.read(path))
+    bib = sn.Bibliography(ROOT / "book" / "references.bib")
+    nb = sn.convert(path, targets, bib, "9.8.7", "https://example.org/q/q", "v9.8.7",
+                    executed=executed)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert GLUED_VALUES in md, md.split("GLUED", 1)[1][:300]
+    assert nb.metadata["qtheory"]["glue_missing"] == []
+    # the same values through an execution cache, as the book build stores it
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache_dir = tmp_path / "cache"
+    assert sn.cached_execution(path, cache_dir) is None
+    get_cache(str(cache_dir)).cache_notebook_bundle(CacheBundleIn(executed, str(path)),
+                                                    check_validity=False)
+    cached = sn.cached_execution(path, cache_dir)
+    assert cached is not None and sn.glue_values(cached) == sn.glue_values(executed)
+    # the book's cache is read only when made with the current qtheory sources
+    import types
+
+    stamp = tmp_path / "stamp"
+    guard = types.SimpleNamespace(CACHE=cache_dir, STAMP=stamp, fingerprint=lambda: "now")
+    monkeypatch.setattr(sn, "_cache_guard", lambda: guard)
+    stamp.write_text("before\n")
+    assert sn.cached_execution(path) is None
+    stamp.write_text("now\n")
+    assert sn.cached_execution(path) is not None
+    path.write_text(SAMPLE.replace("0.123456", "0.5"))  # other code: no match
+    assert sn.cached_execution(path, cache_dir) is None
+
+
+def test_converter_keeps_hidden_cells(sample_notebook):
+    """The book's hidden cells are build checks, but they may define names that later
+    cells use: kept, with the input collapsed, and a stand-in for myst_nb.glue first."""
+    code = [c for c in sample_notebook.cells if c.cell_type == "code"]
+    assert code[1].metadata["tags"] == ["glue-fallback"]
+    hidden = [c for c in code if "hidden = 2 * 21" in c.source]
+    assert len(hidden) == 1 and hidden[0].metadata["jupyter"] == {"source_hidden": True}
+    assert "remove-cell" in hidden[0].metadata["tags"]
+    assert code.index(hidden[0]) < [c.source for c in code].index("print(hidden)")
+
+
 def test_converter_install_cell(sample_notebook):
     first = sample_notebook.cells[0]
     assert first.cell_type == "code"
@@ -276,28 +368,60 @@ def test_student_notebook(path, student_dir):
     n_ex = len(_exercises(path.read_text()))
     assert len(re.findall(r"^### Exercise \d+", md, re.M)) == n_ex
     assert sum("answer" in c.metadata.get("tags", []) for c in nb.cells) == n_ex
-    # every non-solution code cell of the chapter is there, in order
+    # every non-solution code cell of the chapter is there, in order; the cells the
+    # book hides (asserts backing the text, glue) too, with their input collapsed
     kept = [c.source.strip() for c in source.cells
             if c.cell_type == "code" and c.source.strip() not in sol_code]
     assert [c for c in code if c in kept] == kept
+    for cell in source.cells:
+        if "remove-cell" in cell.metadata.get("tags", []) and \
+                cell.source.strip() not in sol_code:
+            copy = [c for c in nb.cells if c.cell_type == "code"
+                    and c.source.strip() == cell.source.strip()]
+            assert copy and copy[0].metadata.get("jupyter", {}).get("source_hidden"), \
+                f"{path.name}: hidden cell not kept collapsed: {cell.source[:60]!r}"
+    # glued values: the value (when the chapter's execution is cached and current) or
+    # the placeholder, never the glue's name
+    text = path.read_text()
+    names = set(re.findall(r"\{glue(?::\w*)?\}`([^`:]+)", text))
+    for name in names:
+        assert name not in md, f"{path.name}: glue name {name!r} left in the text"
+    if names and sn.cached_execution(path) is not None:
+        assert nb.metadata["qtheory"]["glue_missing"] == [], path.name
+    if re.search(r"^\s*from myst_nb import", text, re.M):
+        assert nb.cells[1].metadata.get("tags") == ["glue-fallback"], path.name
 
 
-@pytest.mark.timeout(300)
-def test_student_notebook_runs(student_dir):
-    """The smallest chapter's student notebook runs without its solutions.
+RUN_CHAPTERS = ("intro", "problems-part3")  # a light chapter with glue and hidden cells
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", RUN_CHAPTERS)
+def test_student_notebook_runs(name, student_dir, tmp_path):
+    """The student notebook runs top to bottom without its solutions (answer cells left
+    empty) and without MyST-NB, as on Colab: a package ``myst_nb`` that fails to import
+    is put first on the kernel's path.
 
     The install cell is dropped (here qtheory comes from this checkout).
     """
     from nbclient import NotebookClient
 
-    path = min(CHAPTERS, key=lambda p: p.stat().st_size)
-    nb = nbformat.read(student_dir / f"{path.stem}.ipynb", as_version=4)
+    sn.install_nbclient_poll()
+    assert name in {p.stem for p in CHAPTERS}, name
+    nb = nbformat.read(student_dir / f"{name}.ipynb", as_version=4)
+    assert "install" in nb.cells[0].metadata.get("tags", [])
     nb.cells = [c for c in nb.cells[1:] if "answer" not in c.metadata.get("tags", [])]
+    fake = tmp_path / "no-myst-nb" / "myst_nb"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('myst_nb is not installed')\n")
     env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(fake.parent), str(ROOT),
+                                                             env_path]))
+    run_dir = tmp_path / "run"  # not the book's folder: students open it anywhere
+    run_dir.mkdir()
     try:
-        NotebookClient(nb, timeout=240, kernel_name="python3",
-                       resources={"metadata": {"path": str(student_dir)}}).execute()
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(run_dir)}}).execute()
     finally:
         os.environ["PYTHONPATH"] = env_path
     errors = [o for c in nb.cells if c.cell_type == "code"
