@@ -70,6 +70,7 @@ from .theory_checks import (  # noqa: F401
     shifted_invariant_state,
     stationary_balance,
 )
+from .planning import RunPlan, plan_run  # noqa: F401
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -120,6 +121,8 @@ __all__ = [
     "replicate",
     "sample_path",
     "simulate",
+    "RunPlan",
+    "plan_run",
     "ExactResult",
     "exact_memory_estimate",
     "exact_state_space_size",

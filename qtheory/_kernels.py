@@ -66,7 +66,9 @@ Speed
 level): the three event types and the update of M are written as selections, because in
 small systems M changes every few events and a mispredicted branch costs more than the
 arithmetic it saves.  ``bench/bench_simulation.py``
-measures it.
+measures it.  The three kernels that do the work are compiled with ``nogil=True``: they
+release the GIL, so independent chains run in parallel in threads
+(:func:`qtheory.simulate` with ``n_chains``, :func:`qtheory.replicate`).
 
 References: Tsitsiklis and Xu (2012), Section 4 (the uniformized construction);
 uniformization: Jensen (1953), Stewart (1994) Ch. 8; generator: Blackman and Vigna,
@@ -181,7 +183,7 @@ def _move(L, cnt, acc, tacc, b, level, idx, c, d, clock, top):
     return top + dt
 
 
-@jit
+@jit(nogil=True)
 def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
     """Advance the uniformized chain by up to ``n_events`` events (no station identities).
 
@@ -248,7 +250,7 @@ def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
     return clock - start
 
 
-@jit
+@jit(nogil=True)
 def run_events_tracked(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max,
                        perm, pos):
     """As :func:`run_events`, keeping station identities in ``perm``/``pos``.
@@ -312,7 +314,7 @@ def run_events_tracked(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, lev
     return clock - start
 
 
-@jit
+@jit(nogil=True)
 def flush(cnt, acc, tacc, scal, out_s, out_tail, inclusive):
     """Close the current window, add its step integrals to ``out_s``/``out_tail``, restart.
 

@@ -18,6 +18,7 @@ __all__ = [
     "check_real",
     "check_lam",
     "check_p",
+    "check_int",
     "check_positive_int",
     "check_n_stations",
     "check_times",
@@ -30,10 +31,9 @@ __all__ = [
 
 def _as_float(value, name):
     """Convert a real scalar to float; reject bools, strings, arrays and complex."""
+    value = _unwrap_scalar(value)
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a real number, got the bool {value!r}")
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
     if not isinstance(value, numbers.Real):
         raise ValueError(
             f"{name} must be a real number, got {type(value).__name__} {value!r}"
@@ -126,8 +126,34 @@ def check_p(p, name="p"):
     return check_real(p, name, low=0.0, high=1.0)
 
 
-def check_positive_int(value, name, *, minimum=1):
-    """Check a whole number ``>= minimum`` (Python or NumPy integer; no bools, no floats).
+def _unwrap_scalar(value):
+    """A 0-d NumPy array becomes its element; anything else is returned unchanged.
+
+    The one rule for scalars: a 0-d array stands for its element, for integer parameters
+    as for real ones (``np.array(3)`` is the integer 3, ``np.array(0.5)`` the real 0.5).
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value
+
+
+def check_int(value, name, *, minimum=None, what=None):
+    """Check a whole number: a Python or NumPy integer or a 0-d integer array.
+
+    Bools and floats (even ``3.0``) are refused: an integer parameter takes integers, so
+    that ``3.5`` can never be silently rounded.
+
+    Parameters
+    ----------
+    value : object
+        The candidate.
+    name : str
+        The parameter's name, used in the error message.
+    minimum : int or None
+        Smallest accepted value.
+    what : str or None
+        What the parameter means, added to the message (e.g. "a level: every station
+        starts with that many jobs").
 
     Returns
     -------
@@ -138,12 +164,33 @@ def check_positive_int(value, name, *, minimum=1):
     ValueError
         If ``value`` is not an integer or is below ``minimum``.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    v = _unwrap_scalar(value)
+    rng = f" >= {minimum}" if minimum is not None else ""
+    extra = f" ({what})" if what else ""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
         raise ValueError(
-            f"{name} must be an integer >= {minimum}, got {type(value).__name__} "
-            f"{value!r}"
+            f"{name} must be an integer{rng}{extra}, got {type(v).__name__} {v!r}"
         )
-    v = int(value)
+    v = int(v)
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be an integer{rng}{extra}, got {v}")
+    return v
+
+
+def check_positive_int(value, name, *, minimum=1):
+    """Check a whole number ``>= minimum`` (Python or NumPy integer or 0-d integer array;
+    no bools, no floats).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer or is below ``minimum``.
+    """
+    v = check_int(value, name, minimum=minimum)
     if v < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {v}")
     return v
@@ -321,6 +368,7 @@ def check_seed(seed, name="seed"):
         return np.random.SeedSequence()
     if isinstance(seed, np.random.SeedSequence):
         return seed
+    seed = _unwrap_scalar(seed)
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"{name} must be None, a non-negative integer or a "
                          f"numpy.random.SeedSequence, got {type(seed).__name__}")

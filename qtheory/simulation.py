@@ -20,14 +20,21 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
+from scipy import stats
 
 from . import _kernels as _k
 from ._validation import (
     check_flag,
+    check_int,
     check_lam,
     check_n_stations,
     check_p,
@@ -37,9 +44,11 @@ from ._validation import (
     check_seed,
     check_times,
 )
+from .invariant import invariant_state, mean_queue_length
 from .statistics import (
     batch_means,
     correlation_threshold,
+    lag1_autocorrelation,
     mm1_asymptotic_variance,
     mm1_relaxation_time,
 )
@@ -56,8 +65,11 @@ __all__ = [
 _CHUNK = 1 << 23
 # Largest per-station record sample_path(per_station=True) will allocate (entries).
 _MAX_STATION_RECORD = 50_000_000
-# In notebooks a progress bar appears by default for runs with more events than this.
-_AUTO_PROGRESS_EVENTS = 500_000_000
+# A progress bar appears by default (scripts and notebooks) for runs expected to take
+# longer than this many seconds (at planning.events_per_second per core).
+_AUTO_PROGRESS_SECONDS = 10.0
+# Warm-up floor, in fluid relaxation times, below which simulate warns (p > 0).
+_MIN_RELAXATIONS = 3.0
 
 
 class SimulationWarning(UserWarning):
@@ -72,7 +84,8 @@ class SimulationResult:
 
     Attributes
     ----------
-    n_stations, lam, p, t_end, warmup, n_batches : inputs of :func:`simulate`.
+    n_stations, lam, p, t_end, warmup, n_batches : inputs of :func:`simulate`
+        (``n_batches`` per chain).
     seed_entropy : int
         Entropy of the :class:`numpy.random.SeedSequence` used; passing
         ``numpy.random.SeedSequence(seed_entropy, spawn_key=seed_spawn_key)`` as ``seed``
@@ -103,6 +116,9 @@ class SimulationResult:
     warnings : list of str
         Messages about the reliability of the estimates (also issued as
         :class:`SimulationWarning`).
+    n_chains : int
+        Independent chains pooled (1 unless ``simulate(n_chains=...)``); the batch
+        arrays hold ``n_chains * n_batches`` rows, chain after chain.
     """
 
     n_stations: int
@@ -125,6 +141,7 @@ class SimulationResult:
     batch_mean_queue_length: np.ndarray
     lag1: float
     warnings: list = field(default_factory=list)
+    n_chains: int = 1
 
     @property
     def half_width(self):
@@ -137,7 +154,8 @@ class SimulationResult:
             f"Simulation of N = {self.n_stations} stations, lam = {self.lam:g}, "
             f"p = {self.p:g}",
             f"  time [0, {self.t_end:g}], warm-up {self.warmup:g}, "
-            f"{self.n_batches} batches, {self.n_events:,} events",
+            + (f"{self.n_chains} chains x " if self.n_chains > 1 else "")
+            + f"{self.n_batches} batches, {self.n_events:,} events",
             f"  mean queue length per station: {self.mean_queue_length:.5g}  "
             f"(95% CI {self.ci[0]:.5g} .. {self.ci[1]:.5g})",
             f"  levels occupied: {len(self.s) - 1}, "
@@ -172,34 +190,19 @@ def _streams(ss):
     return rng_state, np.random.default_rng(pois)
 
 
-def _in_notebook():
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return False
-    ip = get_ipython()
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
-
-
-def _progress_bar(progress, total, desc):
-    if progress is None:
-        progress = _in_notebook() and total > _AUTO_PROGRESS_EVENTS
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=int(total), desc=desc, unit="ev", unit_scale=True)
-
-
 def _initial_counts(n_stations, s0, name="s0"):
     """Counts cnt[k] = #stations with >= k jobs from None, an int level or fractions."""
     if s0 is None:
         return np.array([n_stations], dtype=np.int64)
-    if isinstance(s0, numbers.Integral) and not isinstance(s0, (bool, np.bool_)):
-        level = int(s0)
-        if level < 0:
-            raise ValueError(f"{name} as a level must be a non-negative integer, "
-                             f"got {level}")
+    if isinstance(s0, (numbers.Number, np.generic)) or (
+            isinstance(s0, np.ndarray) and s0.ndim == 0):
+        # One rule for scalars (_validation.check_int): an integer, NumPy integer or 0-d
+        # integer array is a level; anything else (3.5, 3.0, True) is refused.
+        level = check_int(s0, name, minimum=0,
+                          what="a level: every station starts with that many jobs; "
+                               "or pass tail fractions as a 1-D array with s0[0] = 1")
+        if level >= 2_000_000_000:
+            raise ValueError(f"{name} as a level must be below 2e9 jobs, got {level}")
         return np.full(level + 1, n_stations, dtype=np.int64)
     s = check_s0(s0, name)
     cnt = np.rint(s * n_stations).astype(np.int64)
@@ -230,9 +233,12 @@ class _System:
         cap = max(64, 2 * (top + 2))
         self.cnt = np.zeros(cap, dtype=np.int64)
         self.cnt[: top + 1] = cnt0
-        self.L = np.empty(n_stations, dtype=_level_dtype(top))
-        for k in range(top + 1):  # stations with exactly k jobs, in sorted position
-            self.L[n_stations - self.cnt[k]: n_stations - self.cnt[k + 1]] = k
+        # Stations with exactly k jobs, in sorted position (one pass, not one per level:
+        # a start with every station at level 1e6 costs O(N), not O(levels)).
+        exact = self.cnt[: top + 1] - self.cnt[1: top + 2]
+        occupied = np.flatnonzero(exact)
+        self.L = np.repeat(occupied.astype(_level_dtype(top)), exact[occupied])
+        self.cancel = None  # a threading.Event set when another chain was interrupted
         self.acc = np.zeros(cap, dtype=np.int64)
         self.tacc = np.zeros(cap, dtype=np.int64)
         self.win_s = np.zeros(cap)  # step integrals of the open window, flushed per chunk
@@ -280,7 +286,12 @@ class _System:
         """Simulate n_events events in chunks (interruptible between chunks)."""
         remaining = int(n_events)
         while remaining > 0:
-            step = min(remaining, _CHUNK)
+            if self.cancel is not None and self.cancel.is_set():
+                raise _Cancelled()
+            # The window's clock never exceeds _CHUNK: every integer the kernels and
+            # flush add stays below 2**53, so the float sums are exact and the result
+            # does not depend on where flushes happen (nor on the chunk size).
+            step = min(remaining, _CHUNK - int(self.scal[_k.CLOCK]))
             if self.track:
                 done = _k.run_events_tracked(step, self.a_thr, self.l_thr, self.L,
                                              self.cnt, self.acc, self.tacc, self.scal,
@@ -292,8 +303,10 @@ class _System:
                                      self.level_max)
             remaining -= done
             self.n_events += done
-            self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
-                                       self.win_s, self.win_tail, False)
+            if self.scal[_k.CLOCK] >= _CHUNK:  # flush full windows only: a short batch
+                # costs one flush (O(levels)) at its end, not one per call
+                self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
+                                           self.win_s, self.win_tail, False)
             if bar is not None and done:
                 bar.update(done)
             if done < step:
@@ -307,9 +320,11 @@ class _System:
         """
         self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
                                    self.win_s, self.win_tail, True)
-        out = (self.win_s, self.win_tail, self.win_width)
-        self.win_s = np.zeros(self.cap)
-        self.win_tail = np.zeros(self.cap)
+        nz = np.flatnonzero(self.win_s)  # levels above the highest occupied are 0
+        hi = int(nz[-1]) + 1 if nz.size else 1
+        out = (self.win_s[:hi].copy(), self.win_tail[:hi].copy(), self.win_width)
+        self.win_s[:] = 0.0  # reuse the arrays: no fresh pages per batch
+        self.win_tail[:] = 0.0
         self.win_width = 0
         return out
 
@@ -325,6 +340,8 @@ class _System:
 # hours of events at 1e8 events per second.
 _MAX_STATIONS = 10**9
 _MAX_EVENTS = 1e12
+# Largest total over the chains of simulate or the runs of replicate.
+_MAX_TOTAL_EVENTS = 1e13
 
 
 def _check_common(n_stations, lam, p):
@@ -345,157 +362,138 @@ def _check_horizon(n_stations, lam, horizon, name):
 
 
 def _stack(rows, width):
-    out = np.zeros((len(rows), width))
+    out = np.empty((len(rows), width))
     for b, r in enumerate(rows):
         m = min(width, r.size)
         out[b, :m] = r[:m]
+        out[b, m:] = 0.0
     return out
 
 
-# --------------------------------------------------------------------------- public API
+# --------------------------------------------------------------------------- chains
 
 
-def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=None,
-             progress=None):
-    r"""Simulate the N-station system and estimate its steady state by batch means.
+class _Cancelled(Exception):
+    """Raised inside a worker thread when another thread was interrupted."""
 
-    Simulates the exact continuous-time Markov chain on ``[0, t_end]`` from the initial
-    state ``s0`` (empty by default), discards ``[0, warmup)``, cuts ``[warmup, t_end]``
-    into ``n_batches`` batches of equal length and reports time averages over
-    ``[warmup, t_end]`` with 95% batch-means confidence intervals.
 
-    Parameters
-    ----------
-    n_stations : int
-        Number of stations N >= 1.
-    lam : float
-        Arrival rate per station, ``0 <= lam < 1`` (jobs per mean service time).
-    p : float
-        Centralization fraction, ``0 <= p <= 1``: the central server has rate ``N p``,
-        each local server rate ``1 - p``.
-    t_end : float
-        End of the run, in mean service times; finite and > 0.
-    warmup : float
-        Warm-up period removed from every estimate, ``0 <= warmup < t_end``.
-    seed : None, int >= 0 or numpy.random.SeedSequence, optional
-        The same seed gives bit-identical results on the same machine (the generator is
-        seeded inside compiled code; NumPy's global seed plays no role).  ``None`` draws
-        fresh entropy, recorded in the result's ``seed_entropy``.
-    n_batches : int, optional
-        Number of batches B >= 2 (default 20).
-    s0 : None, int or array_like of float, optional
-        Initial state: ``None`` (empty), an integer k (every station holds k jobs) or tail
-        fractions ``s0`` (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
-    progress : bool or None, optional
-        Show a tqdm progress bar.  ``None`` (default): only in a Jupyter notebook and only
-        for runs of more than 5e8 events.
+class _SharedBar:
+    """A progress bar several threads may update."""
 
-    Returns
-    -------
-    SimulationResult
-        Inputs, ``s`` (shape (levels,)), ``mean_queue_length`` with ``ci``,
-        ``longest_queue_tail`` (shape (levels,)), ``n_events``, per-batch arrays and
-        ``warnings``.
+    def __init__(self, bar):
+        self.bar = bar
+        self.lock = threading.Lock()
 
-    Raises
-    ------
-    ValueError
-        If ``n_stations`` is not an integer >= 1, ``lam`` is outside ``[0, 1)``, ``p``
-        outside ``[0, 1]``, ``t_end`` not finite and positive, ``warmup`` outside
-        ``[0, t_end)``, ``n_batches`` not an integer >= 2, any of them NaN, or ``s0``
-        invalid.
-    KeyboardInterrupt
-        Honoured between chunks of about 8 million events.
+    def update(self, n):
+        with self.lock:
+            self.bar.update(n)
 
-    Warns
-    -----
-    SimulationWarning
-        When the lag-1 autocorrelation of the batch means exceeds
-        :func:`qtheory.statistics.correlation_threshold` (the interval is then too
-        narrow), and, for ``p = 0`` or ``N = 1`` (where each queue is an M/M/1 queue and
-        the relaxation time :math:`1/(1-\sqrt\lambda)^2` is known), when the warm-up is
-        shorter than one relaxation time or the batches are shorter than ten integrated
-        autocorrelation times :math:`2(1+\lambda)/(1-\lambda)^2`.
+    def close(self):
+        self.bar.close()
 
-    Notes
-    -----
-    Uniformization at rate N(1 + lam) (the book's chapter on the occupancy chain): each event is an arrival
-    (probability lam/(1+lam)), a local token (probability (1-p)/(1+lam)) at a uniform
-    station, or a central token (probability p/(1+lam)) at a longest queue.  The number of
-    events in each batch is Poisson(N (1 + lam) T_batch); averages are step averages over
-    the states visited, the conditional expectation of the time average.  Dummy events
-    count: an event average over real jumps only would be biased (for N = 1, p = 0, lam = 0.5 it would give about 1.5 instead of 1).  Cost per
-    event is O(1) and independent of N; memory is one byte per station (two or four
-    once a queue exceeds 254 or 65534 jobs).
 
-    References
-    ----------
-    Tsitsiklis and Xu (2012), Section 2 (the model) and Section 4 (the uniformized
-    construction); Jensen (1953) (uniformization); Asmussen and Glynn (2007), Ch. IV.5
-    (batch means).
+def _check_workers(workers):
+    """None (all available cores) or an integer >= 1; returns the number of threads."""
+    if workers is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover
+            return max(1, os.cpu_count() or 1)
+    w = check_positive_int(workers, "workers")
+    if w > 1024:
+        raise ValueError(f"workers must be None or an integer in [1, 1024], got {w}")
+    return w
 
-    Examples
-    --------
-    >>> r = simulate(1, 0.5, 0.0, t_end=2e4, warmup=100.0, seed=1)
-    >>> abs(r.mean_queue_length - 1.0) < 0.1
-    True
-    """
-    n_stations, lam, p = _check_common(n_stations, lam, p)
-    t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=math.inf,
-                       high_open=True)
-    warmup = check_real(warmup, "warmup", low=0.0, high=t_end, high_open=True)
-    _check_horizon(n_stations, lam, t_end, "t_end")
-    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
-    progress = check_flag(progress, "progress", allow_none=True)
-    if n_batches > 10**6:
-        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
-    cnt0 = _initial_counts(n_stations, s0)
-    ss = check_seed(seed)
+
+def _draw_chain(n_stations, lam, warmup, t_end, n_batches, ss):
+    """Generator state and event counts of one chain (warm-up, then batches)."""
     rng_state, gen = _streams(ss)
-
     rate = n_stations * (1.0 + lam)
     batch_len = (t_end - warmup) / n_batches
     n_warm = int(gen.poisson(rate * warmup)) if warmup > 0 else 0
     counts = gen.poisson(rate * batch_len, size=n_batches).astype(np.int64)
-    total = n_warm + int(counts.sum())
+    return rng_state, n_warm, counts
 
+
+def _run_chain(n_stations, lam, p, cnt0, rng_state, n_warm, counts, bar, cancel):
+    """Simulate one chain; per-batch step averages of s and of 1{M >= i}."""
     system = _System(n_stations, lam, p, cnt0, rng_state, track=False)
-    bar = _progress_bar(progress, total, "simulate")
+    system.cancel = cancel
     rows_s, rows_tail = [], []
+    if n_warm:
+        system.run(n_warm, bar)
+    system.close_window()  # discard the warm-up window
+    for c in counts:
+        system.run(int(c), bar)
+        out_s, out_tail, width = system.close_window()
+        rows_s.append(out_s / (n_stations * float(width)))
+        rows_tail.append(out_tail / float(width))
+    return rows_s, rows_tail, int(system.n_events)
+
+
+def _run_parallel(jobs, workers):
+    """Run ``job(cancel)`` for every job, in up to ``workers`` threads; results in order.
+
+    The kernels release the GIL, so chains run in parallel.  Results do not depend on
+    the number of workers (each job owns its generator).  An interrupt (or an error) in
+    one place stops the others within one chunk of events.
+    """
+    if workers <= 1 or len(jobs) <= 1:
+        return [job(None) for job in jobs]
+    cancel = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
+    futures = [pool.submit(job, cancel) for job in jobs]
     try:
-        if n_warm:
-            system.run(n_warm, bar)
-        system.close_window()  # discard the warm-up window
-        for b in range(n_batches):
-            system.run(int(counts[b]), bar)
-            out_s, out_tail, width = system.close_window()
-            rows_s.append(out_s / (n_stations * float(width)))
-            rows_tail.append(out_tail / float(width))
-    finally:
-        if bar is not None:
-            bar.close()
+        for f in futures:
+            while True:
+                try:
+                    f.result(timeout=0.2)  # short waits keep Ctrl-C responsive
+                    break
+                except FutureTimeout:
+                    continue
+    except BaseException:
+        cancel.set()
+        for f in futures:
+            f.cancel()
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+    return [f.result() for f in futures]
 
-    width = max(r.size for r in rows_s)
-    bs = _stack(rows_s, width)
-    btail = _stack(rows_tail, width)  # time-average of 1{M >= i} per batch
-    occupied = np.flatnonzero(bs.max(axis=0) > 0)
-    levels = int(occupied[-1]) + 1
-    bs = bs[:, :levels]
-    btail = np.minimum(btail[:, :levels], 1.0)
-    bs[:, 0] = 1.0
-    btail[:, 0] = 1.0
-    bmean = bs[:, 1:].sum(axis=1)
 
-    summ = batch_means(bmean)
-    s = bs.mean(axis=0)
-    s_hw = np.array([batch_means(bs[:, i]).half_width for i in range(levels)])
-    s_hw[0] = 0.0
+def _pooled_lag1(x, n_chains):
+    """Lag-1 autocorrelation of batch means, using pairs within each chain only."""
+    x = np.asarray(x, dtype=np.float64)
+    if n_chains == 1:
+        return lag1_autocorrelation(x)
+    B = x.size // n_chains
+    if B < 2 or x.size < 3:
+        return math.nan
+    d = (x - x.mean()).reshape(n_chains, B)
+    den = float(np.sum(d * d)) / x.size
+    if den == 0.0:
+        return math.nan
+    num = float(np.sum(d[:, :-1] * d[:, 1:])) / (n_chains * (B - 1))
+    return num / den
 
+
+@lru_cache(maxsize=64)
+def _theory(n_stations, lam, p):
+    """Relaxation rate, correlation time and fluid mean (cached; see planning)."""
+    from .planning import _variance_model
+
+    return _variance_model(n_stations, lam, p)
+
+
+def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, counts,
+              summ, lag1):
+    """The reliability messages of a run (see simulate's Warns section)."""
     msgs = []
-    thr = correlation_threshold(n_batches)
-    if np.isfinite(summ.lag1) and summ.lag1 > thr:
+    batch_len = (t_end - warmup) / n_batches
+    thr = correlation_threshold(n_chains * (n_batches - 1) + 1)
+    if np.isfinite(lag1) and lag1 > thr:
         msgs.append(
-            f"the batch means are correlated (lag-1 autocorrelation {summ.lag1:.2f} > "
+            f"the batch means are correlated (lag-1 autocorrelation {lag1:.2f} > "
             f"{thr:.2f}): the confidence interval is too narrow; run longer (longer "
             f"batches)"
         )
@@ -515,63 +513,370 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
                 f"is far too short for this load; use t_end - warmup >= "
                 f"{10.0 * tau_int * n_batches:.3g}"
             )
+    elif lam > p:
+        th = _theory(n_stations, lam, p)
+        mu, tau = th["relaxation_rate"], th["correlation_time"]
+        s_inv = invariant_state(lam, p)
+        s_start = cnt0 / float(n_stations)
+        w = max(s_inv.size, s_start.size)
+        d0 = float(np.abs(np.pad(s_start, (0, w - s_start.size))
+                          - np.pad(s_inv, (0, w - s_inv.size)))[1:].sum())
+        T = t_end - warmup
+        bias = d0 * math.exp(-mu * warmup) / (mu * T)
+        if warmup < _MIN_RELAXATIONS / mu:
+            if d0 <= 0.05 * max(th["fluid_mean"], 1e-300) + 1.0 / n_stations:
+                msgs.append(
+                    f"the run starts at (l1 distance {d0:.3g} from) the fluid invariant "
+                    f"state s^I, the answer, and its warm-up {warmup:g} is shorter than "
+                    f"three fluid relaxation times 3/mu = {3.0 / mu:.4g} (mu = "
+                    f"relaxation_rate(lam, p) = {mu:.4g}): too short to forget the "
+                    f"start, so the estimate cannot show how far the N-system is from "
+                    f"s^I; use warmup >= {3.0 / mu:.4g} (qtheory.plan_run)"
+                )
+            else:
+                msgs.append(
+                    f"warm-up {warmup:g} is shorter than three fluid relaxation times "
+                    f"3/mu = {3.0 / mu:.4g} (mu = relaxation_rate(lam, p) = {mu:.4g}) "
+                    f"and the start is at l1 distance {d0:.3g} from the invariant "
+                    f"state: the estimate is biased by the initial state; use a longer "
+                    f"warm-up (qtheory.plan_run)"
+                )
+        elif bias > summ.half_width:
+            msgs.append(
+                f"the initial state (l1 distance {d0:.3g} from s^I) may still bias the "
+                f"estimate by up to d0 exp(-mu warmup)/(mu (t_end - warmup)) = "
+                f"{bias:.3g}, more than the half-width {summ.half_width:.3g} "
+                f"(mu = {mu:.4g}); use a longer warm-up (qtheory.plan_run)"
+            )
+        if batch_len < 5.0 * tau:
+            msgs.append(
+                f"batches of length {batch_len:.4g} are shorter than five correlation "
+                f"times of the mean queue length (tau = {tau:.4g}, about 1/mu; "
+                f"qtheory.plan_run uses at least 10 tau): the batch means are correlated "
+                f"and the interval too narrow; use t_end - warmup >= "
+                f"{10.0 * tau * n_batches:.4g}"
+            )
+    if lam > 0.0 and lam > p:
+        v_inv = lam / (1.0 - lam) if p == 0.0 else float(mean_queue_length(lam, p))
+        if summ.ci[1] < v_inv * (1.0 - 1e-12):
+            msgs.append(
+                f"the whole 95% interval ({summ.ci[0]:.5g}, {summ.ci[1]:.5g}) lies below "
+                f"the fluid value v^I_1 = {v_inv:.6g}, which the mean queue length of no "
+                f"finite system can be below in expectation (E[v^N_1] >= v^I_1, the "
+                f"lower bound of the steady-state chapter): the run is too short for its "
+                f"initial state (or this is a rare chance event); use qtheory.plan_run"
+            )
     if counts.min() < 100:
         msgs.append(
             f"some batches hold fewer than 100 events (smallest: {int(counts.min())}; "
             f"{int(counts.sum())} events measured in all): the estimate and its interval "
             f"describe the initial state, not the steady state; run much longer"
         )
-    for m in msgs:
-        warnings.warn(m, SimulationWarning, stacklevel=2)
+    return msgs
 
+
+def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, counts):
+    """Pool the batches of one or more chains into a SimulationResult (no warning)."""
+    n_chains = len(chains)
+    rows_s = [r for c in chains for r in c[0]]
+    rows_tail = [r for c in chains for r in c[1]]
+    # Rows end at their highest occupied level (close_window), so the widest row gives
+    # the levels occupied in some batch.
+    levels = max(r.size for r in rows_s)
+    bs = _stack(rows_s, levels)
+    btail = _stack(rows_tail, levels)  # time-average of 1{M >= i} per batch
+    np.minimum(btail, 1.0, out=btail)
+    bs[:, 0] = 1.0
+    btail[:, 0] = 1.0
+    bmean = bs[:, 1:].sum(axis=1)
+
+    summ = batch_means(bmean)
+    lag1 = _pooled_lag1(bmean, n_chains)
+    s = bs.mean(axis=0)
+    nb = bs.shape[0]
+    tq = float(stats.t.ppf(0.975, nb - 1))
+    s_hw = tq * bs.std(axis=0, ddof=1) / math.sqrt(nb)  # one vectorized pass, any levels
+    s_hw[0] = 0.0
+    msgs = _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0,
+                     counts, summ, lag1)
     return SimulationResult(
         n_stations=n_stations, lam=lam, p=p, t_end=t_end, warmup=warmup,
         n_batches=n_batches, seed_entropy=ss.entropy,
         seed_spawn_key=tuple(ss.spawn_key),
         s=s, s_half_width=s_hw, mean_queue_length=float(summ.mean), ci=summ.ci,
-        longest_queue_tail=btail.mean(axis=0), n_events=int(system.n_events),
+        longest_queue_tail=btail.mean(axis=0),
+        n_events=int(sum(c[2] for c in chains)),
         n_events_measured=int(counts.sum()), batch_s=bs,
         batch_longest_queue_tail=btail, batch_mean_queue_length=bmean,
-        lag1=summ.lag1, warnings=msgs,
+        lag1=lag1, warnings=msgs, n_chains=n_chains,
     )
 
 
-def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
-              n_batches=20, s0=None, progress=None):
-    r"""Independent replications of :func:`simulate`.
+def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, name):
+    """Validate the common arguments of simulate and replicate (before any seed work)."""
+    n_stations, lam, p = _check_common(n_stations, lam, p)
+    t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=math.inf,
+                       high_open=True)
+    warmup = check_real(warmup, "warmup", low=0.0, high=t_end, high_open=True)
+    _check_horizon(n_stations, lam, t_end, "t_end")
+    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
+    progress = check_flag(progress, "progress", allow_none=True)
+    if n_batches > 10**6:
+        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
+    total = copies * n_stations * (1.0 + lam) * t_end
+    if total > _MAX_TOTAL_EVENTS:
+        raise ValueError(
+            f"{name} = {copies} runs of about N(1 + lam) t_end = "
+            f"{n_stations * (1.0 + lam) * t_end:.3g} events each ask for {total:.3g} "
+            f"events in all, more than the {_MAX_TOTAL_EVENTS:.0e} accepted in one call; "
+            f"use a smaller {name} (or shorter runs)")
+    return n_stations, lam, p, t_end, warmup, n_batches, progress
+
+
+def _auto_bar(progress, total_events, parallel, desc):
+    """A shared progress bar, or None.  Auto: runs planned to take more than ~10 s."""
+    if progress is None:
+        from .planning import events_per_second
+
+        rate = events_per_second(measure=False) * max(1, parallel)
+        progress = total_events / rate > _AUTO_PROGRESS_SECONDS
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return _SharedBar(tqdm(total=int(total_events), desc=desc, unit="ev",
+                           unit_scale=True))
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=None,
+             progress=None, n_chains=1, workers=None):
+    r"""Simulate the N-station system and estimate its steady state by batch means.
+
+    Simulates the exact continuous-time Markov chain on ``[0, t_end]`` from the initial
+    state ``s0`` (empty by default), discards ``[0, warmup)``, cuts ``[warmup, t_end]``
+    into ``n_batches`` batches of equal length and reports time averages over
+    ``[warmup, t_end]`` with 95% batch-means confidence intervals.  With ``n_chains > 1``
+    it does so for independent chains in parallel and pools their batches.
+    :func:`qtheory.plan_run` chooses ``t_end``, ``warmup`` and ``n_batches`` for a
+    target half-width: ``simulate(**plan_run(...), seed=1)``.
 
     Parameters
     ----------
-    n_replications : int
-        Number of runs R >= 1.
-    n_stations, lam, p, t_end, warmup, n_batches, s0, progress
-        As for :func:`simulate`.
-    seed : None, int >= 0 or numpy.random.SeedSequence
-        Replication r uses the r-th child of ``SeedSequence(seed).spawn(R)`` (statistically
-        independent streams); the same seed gives the same list.
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1`` (jobs per mean service time).
+    p : float
+        Centralization fraction, ``0 <= p <= 1``: the central server has rate ``N p``,
+        each local server rate ``1 - p``.
+    t_end : float
+        End of the run (of each chain), in mean service times; finite and > 0.
+    warmup : float
+        Warm-up period removed from every estimate (in each chain),
+        ``0 <= warmup < t_end``.
+    seed : None, int >= 0 or numpy.random.SeedSequence, optional
+        The same seed gives bit-identical results on the same machine, whatever
+        ``workers`` is (the generator is seeded inside compiled code; NumPy's global
+        seed plays no role).  ``None`` draws fresh entropy, recorded in the result's
+        ``seed_entropy``.  With ``n_chains = k > 1``, chain c uses the c-th child of
+        ``SeedSequence(seed).spawn(k)``, so its batches are those of
+        ``replicate(k, ..., seed=seed)[c]``.
+    n_batches : int, optional
+        Number of batches per chain, B >= 2 (default 20).
+    s0 : None, int or array_like of float, optional
+        Initial state: ``None`` (empty), an integer k >= 0 (every station holds k jobs;
+        Python or NumPy integer or 0-d integer array) or tail fractions ``s0``
+        (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
+    progress : bool or None, optional
+        Show a tqdm progress bar (on stderr in scripts, a widget in notebooks).  ``None``
+        (default): when the run is expected to take more than about 10 s at
+        :func:`qtheory.planning.events_per_second` per core.
+    n_chains : int, optional
+        Number of independent chains k >= 1 (default 1), each simulated on
+        ``[0, t_end]`` from ``s0`` with its own warm-up.
+    workers : None or int, optional
+        Threads running the chains (the compiled kernel releases the GIL); ``None``
+        (default): the number of cores available to this process.  Never changes a
+        result.
 
     Returns
     -------
-    list of SimulationResult, length R
+    SimulationResult
+        Inputs, ``s`` (shape (levels,)), ``mean_queue_length`` with ``ci``,
+        ``longest_queue_tail`` (shape (levels,)), ``n_events``, per-batch arrays (all
+        chains, chain after chain: shape (k B, levels)) and ``warnings``.
 
     Raises
     ------
     ValueError
-        As for :func:`simulate`, or if ``n_replications`` is not an integer >= 1.
+        If ``n_stations`` is not an integer in [1, 1e9], ``lam`` is outside ``[0, 1)``,
+        ``p`` outside ``[0, 1]``, ``t_end`` not finite and positive, ``warmup`` outside
+        ``[0, t_end)``, ``n_batches`` not an integer in [2, 1e6], ``n_chains`` not an
+        integer in [1, 1e4], ``workers`` not None or an integer in [1, 1024], any of
+        them NaN, ``s0`` invalid, or the run asks for more than 1e12 events per chain
+        or 1e13 in all.
+    KeyboardInterrupt
+        Honoured between chunks of about 8 million events (every chain stops).
+
+    Warns
+    -----
+    SimulationWarning
+        With the numbers in the message (also stored in ``result.warnings``):
+
+        * the lag-1 autocorrelation of the batch means (pairs within a chain) exceeds
+          :func:`qtheory.statistics.correlation_threshold` (the interval is then too
+          narrow);
+        * ``p = 0`` or ``N = 1`` (M/M/1 queues, relaxation time
+          :math:`1/(1-\sqrt\lambda)^2`): the warm-up is shorter than one relaxation
+          time, or the batches are shorter than ten integrated autocorrelation times
+          :math:`2(1+\lambda)/(1-\lambda)^2`;
+        * ``p > 0``, ``N >= 2``, ``lam > p``: the warm-up is shorter than three fluid
+          relaxation times :math:`3/\mu` (:func:`qtheory.relaxation_rate`), whether the
+          run starts far from the invariant state or at it (a start at :math:`s^I` is a
+          start at the fluid answer: the warm-up must be long enough to forget it); or
+          the bias bound :math:`d_0 e^{-\mu w}/(\mu(t_{end}-w))` of the initial state at
+          :math:`\ell_1` distance :math:`d_0` from :math:`s^I` exceeds the half-width;
+          or the batches are shorter than five correlation times :math:`\tau` of the
+          mean queue length (:func:`qtheory.planning.variance_model`; expected lag-1
+          correlation above 0.1);
+        * the whole interval lies below the fluid value :math:`v^I_1`, impossible in
+          expectation for every N by the lower bound :math:`E[v^N_1] \ge v^I_1`
+          (``p = 0``: the exact mean :math:`\lambda/(1-\lambda)`);
+        * a batch holds fewer than 100 events.
+
+    Notes
+    -----
+    Uniformization at rate N(1 + lam) (the book's chapter on the occupancy chain): each
+    event is an arrival (probability lam/(1+lam)), a local token (probability
+    (1-p)/(1+lam)) at a uniform station, or a central token (probability p/(1+lam)) at a
+    longest queue.  The number of events in each batch is Poisson(N (1 + lam) T_batch);
+    averages are step averages over the states visited, the conditional expectation of
+    the time average.  Dummy events count: an event average over real jumps only would
+    be biased (for N = 1, p = 0, lam = 0.5 it would give about 1.5 instead of 1).  Cost
+    per event is O(1) and independent of N; memory is one byte per station (two or four
+    once a queue exceeds 254 or 65534 jobs) per chain.
+
+    Several chains: the k B batch means (B per chain, equal lengths) are pooled as one
+    sample; the estimate is their average and the interval Student-t with k B - 1
+    degrees of freedom.  Batches of different chains are independent; batches within a
+    chain are nearly so when they are long compared with the correlation time, which the
+    lag-1 diagnostic (computed from pairs within chains) checks.  Every chain pays its
+    own warm-up, so k chains cost k warm-ups (Asmussen and Glynn 2007, IV.5 and III on
+    replications; Law 2015, Ch. 9).
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012), Section 2 (the model) and Section 4 (the uniformized
+    construction); Jensen (1953) (uniformization); Asmussen and Glynn (2007), Ch. IV.5
+    (batch means); Law, *Simulation Modeling and Analysis* (2015), Ch. 9 (warm-up).
+
+    Examples
+    --------
+    >>> r = simulate(1, 0.5, 0.0, t_end=2e4, warmup=100.0, seed=1)
+    >>> abs(r.mean_queue_length - 1.0) < 0.1
+    True
+    """
+    n_chains = check_positive_int(n_chains, "n_chains")
+    if n_chains > 10**4:
+        raise ValueError(f"n_chains must be an integer in [1, 1e4], got {n_chains}")
+    n_workers = _check_workers(workers)
+    n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
+        n_stations, lam, p, t_end, warmup, n_batches, progress, n_chains, "n_chains")
+    cnt0 = _initial_counts(n_stations, s0)
+    ss = check_seed(seed)
+    if n_chains == 1:
+        seeds = [ss]
+    else:
+        seeds = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
+                                       pool_size=ss.pool_size).spawn(n_chains)
+    draws = [_draw_chain(n_stations, lam, warmup, t_end, n_batches, c) for c in seeds]
+    total = sum(d[1] + int(d[2].sum()) for d in draws)
+    bar = _auto_bar(progress, total, min(n_workers, n_chains), "simulate")
+
+    def job(d):
+        return lambda cancel: _run_chain(n_stations, lam, p, cnt0, d[0], d[1], d[2], bar,
+                                         cancel)
+
+    try:
+        chains = _run_parallel([job(d) for d in draws], n_workers)
+    finally:
+        if bar is not None:
+            bar.close()
+    counts = np.concatenate([d[2] for d in draws])
+    res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains,
+                    counts)
+    for m in res.warnings:
+        warnings.warn(m, SimulationWarning, stacklevel=2)
+    return res
+
+
+def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
+              n_batches=20, s0=None, progress=None, workers=None):
+    r"""Independent replications of :func:`simulate`, run in parallel.
+
+    Parameters
+    ----------
+    n_replications : int
+        Number of runs R >= 1; ``R N (1 + lam) t_end`` (the expected number of events
+        in all) must not exceed 1e13.
+    n_stations, lam, p, t_end, warmup, n_batches, s0, progress
+        As for :func:`simulate`.
+    seed : None, int >= 0 or numpy.random.SeedSequence
+        Replication r uses the r-th child of ``SeedSequence(seed).spawn(R)`` (statistically
+        independent streams); the same seed gives the same list, whatever ``workers``.
+    workers : None or int, optional
+        Threads (default: the cores available); never changes a result.
+
+    Returns
+    -------
+    list of SimulationResult, length R
+        Each as ``simulate(..., seed=child_r)`` would return it (with its warnings, which
+        are also issued, in order).
+
+    Raises
+    ------
+    ValueError
+        As for :func:`simulate`, if ``n_replications`` is not an integer >= 1, or if
+        the replications together ask for more than 1e13 events (checked before any seed
+        is spawned).
 
     References
     ----------
     Asmussen and Glynn (2007), Ch. III (independent replications).
     """
     n_replications = check_positive_int(n_replications, "n_replications")
+    n_workers = _check_workers(workers)
+    n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
+        n_stations, lam, p, t_end, warmup, n_batches, progress, n_replications,
+        "n_replications")
+    cnt0 = _initial_counts(n_stations, s0)
     ss = check_seed(seed)
     children = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
                                       pool_size=ss.pool_size).spawn(n_replications)
-    return [
-        simulate(n_stations, lam, p, t_end=t_end, warmup=warmup, seed=c,
-                 n_batches=n_batches, s0=s0, progress=progress)
-        for c in children
-    ]
+    draws = [_draw_chain(n_stations, lam, warmup, t_end, n_batches, c) for c in children]
+    total = sum(d[1] + int(d[2].sum()) for d in draws)
+    bar = _auto_bar(progress, total, min(n_workers, n_replications), "replicate")
+
+    def job(d):
+        return lambda cancel: _run_chain(n_stations, lam, p, cnt0, d[0], d[1], d[2], bar,
+                                         cancel)
+
+    try:
+        chains = _run_parallel([job(d) for d in draws], n_workers)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = []
+    for c, d, chain in zip(children, draws, chains):
+        res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, c, cnt0, [chain],
+                        d[2])
+        for m in res.warnings:
+            warnings.warn(m, SimulationWarning, stacklevel=2)
+        out.append(res)
+    return out
 
 
 def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=False,
@@ -648,7 +953,7 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
                      shuffle_rng=gen)
     rows = []
     q = np.empty((t.size, n_stations), dtype=np.int64) if per_station else None
-    bar = _progress_bar(progress, int(counts.sum()), "sample_path")
+    bar = _auto_bar(progress, int(counts.sum()), 1, "sample_path")
     try:
         for i in range(t.size):
             system.run(int(counts[i]), bar)

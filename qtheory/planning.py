@@ -1,0 +1,552 @@
+r"""Planning steady-state simulations: warm-up, batch length and run length from theory.
+
+:func:`plan_run` turns a target 95% half-width for the mean queue length per station into
+the arguments of :func:`qtheory.simulate` (a :class:`RunPlan`), from three ingredients.
+
+Relaxation (warm-up)
+    The fluid model forgets its initial state at the exponential rate
+    :math:`\mu` = :func:`qtheory.relaxation_rate` (the spectral gap of the fluid model
+    linearized at the invariant state :math:`s^I`; for ``p = 0``, and for a single
+    station, the M/M/1 gap :math:`(1-\sqrt\lambda)^2`).  A start at distance
+    :math:`d_0` (in :math:`\ell_1`, jobs per station; from the empty state
+    :math:`d_0 = v^I_1`, the fluid mean queue length) leaves a bias of at most about
+    :math:`d_0 e^{-\mu w}` after a warm-up :math:`w`.  The plan takes
+    :math:`w = \max(3, \ln(d_0 / (0.1 h)))/\mu`: at least three relaxation times, and
+    long enough that the remaining bias is below a tenth of the target half-width
+    :math:`h`.
+
+Variance (run length)
+    The time average of the mean queue length over a measured period :math:`T` has
+    variance :math:`\sigma^2/(N T)` for large :math:`T`, with an asymptotic variance
+    constant :math:`\sigma^2` from:
+
+    * ``p = 0`` or ``N = 1`` (``"mm1"``): the stations are independent M/M/1 queues
+      (service rate 1), and :math:`\sigma^2 = 2\rho(1+\rho)/(1-\rho)^4` with
+      :math:`\rho = \lambda` (Whitt 1989; checked here to 1e-9 against the Poisson
+      equation of the birth-death chain, ``tests/test_planning.py``);
+    * ``p > 0`` with :math:`i^* \ge 1` (``"linear-noise"``): the linear-noise
+      (Ornstein-Uhlenbeck) approximation around :math:`s^I`,
+      :math:`\sqrt N (s^N - s^I) \approx X` with :math:`dX = A X\,dt + D^{1/2} dW`, where
+      :math:`A = A_{i^*}` is the fluid model's matrix in the regime of the invariant
+      state (the matrix behind :func:`qtheory.relaxation_rate`) and :math:`D` is
+      diagonal with the total jump rate of each level at :math:`s^I`:
+      :math:`D_{ii} = \lambda(s_{i-1}-s_i) + (1-p)(s_i-s_{i+1}) + p\,[i = i^*]`.  Then
+      :math:`\sigma^2 = c^\top A^{-1} D A^{-\top} c` with :math:`c = (1, \dots, 1)`
+      (van Kampen 2007, Ch. X; Kurtz 1978);
+    * ``0 < p``, :math:`\lambda \le p` (``"pooled"``, :math:`i^* = 0`): the total number
+      of jobs is bounded by an M/M/1 queue with arrival rate :math:`N\lambda` and service
+      rate :math:`m = Np + 1 - p`; :math:`\sigma^2 = \sigma^2_{M/M/1}(N\lambda/m)/(m N)`.
+
+    The plan asks for :math:`t_{B-1,0.975}\,\sigma/\sqrt{N T} \le h` with :math:`B` the
+    total number of batches.
+
+Correlation time (batch length)
+    Batch means of length :math:`b` have lag-1 autocorrelation about
+    :math:`\tau/(2b)`, where :math:`\tau = \int_0^\infty t\,C(t)\,dt / \int_0^\infty
+    C(t)\,dt` is the mean lag of the autocovariance :math:`C` of the mean queue length.
+    In the linear-noise model :math:`\tau = c^\top A^{-2}\Sigma c / (-c^\top A^{-1}
+    \Sigma c)` (:math:`\Sigma` the stationary covariance, :math:`A\Sigma + \Sigma
+    A^\top + D = 0`); numerically it equals :math:`1/\mu` to three digits at every
+    point tried, and :math:`1/\mu` is used beyond 600 levels.  For the M/M/1 queue
+    :math:`\tau = (1 + 3\rho + \rho^2)/((1-\rho)^2(1+\rho))` (identified from the Poisson
+    equation of the birth-death chain to 1e-8; it tends to :math:`2.5/(1-\rho)^2`).  The
+    plan takes :math:`b \ge \tau/(2 \cdot 0.05) = 10\tau`, so that the expected lag-1
+    autocorrelation is about 0.05, well below the threshold at which
+    :func:`qtheory.simulate` flags the batches.
+
+How far off the variance model can be
+    ``bench/plan_validation.py`` runs planned simulations over a grid of (lam, p, N) and
+    prints the ratio of the realized half-width to the predicted one;
+    ``tests/test_planning.py`` keeps a few of those points with fixed seeds.  See
+    :func:`plan_run` for the observed range.
+
+References
+----------
+A. M. Law, *Simulation Modeling and Analysis*, 5th ed., McGraw-Hill, 2015, Ch. 9 (warm-up
+and batch means).  S. Asmussen and P. W. Glynn, *Stochastic Simulation: Algorithms and
+Analysis*, Springer, 2007, Ch. IV (steady-state simulation, batch means, the time-average
+variance constant).  W. Whitt, "Planning queueing simulations", Management Science 35(11),
+1989 (the M/M/1 constants).  N. G. van Kampen, *Stochastic Processes in Physics and
+Chemistry*, 3rd ed., Elsevier, 2007, Ch. X (the linear-noise approximation); T. G. Kurtz,
+"Strong approximation theorems for density dependent Markov chains", Stochastic Processes
+and their Applications 6, 1978.  J. N. Tsitsiklis and K. Xu, "On the power of (even a
+little) resource pooling", Stochastic Systems 2(1), 2012 (the fluid model and its
+invariant state).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+from scipy import stats
+
+from ._validation import check_lam, check_n_stations, check_p, check_positive_int, \
+    check_real
+from .invariant import invariant_state, mean_queue_length
+
+__all__ = ["RunPlan", "plan_run", "events_per_second", "variance_model"]
+
+# Expected lag-1 autocorrelation of the batch means the plan aims at: b = tau / (2 * it).
+_LAG1_TARGET = 0.05
+# Remaining warm-up bias allowed, as a fraction of the target half-width.
+_BIAS_FRACTION = 0.1
+# Warm-up floor in relaxation times.
+_MIN_RELAXATIONS = 3.0
+# Fewest events per batch (simulate warns below 100).
+_MIN_BATCH_EVENTS = 1000.0
+# Dense Lyapunov solve up to this many levels; beyond, tau = 1/mu.
+_DENSE_LEVELS = 600
+
+# Events per second of one core, used until a calibration run has measured this machine
+# (and for simulate's progress-bar decision): the floor that bench/bench_simulation.py
+# checks for the compiled kernel at N <= 1e6 (issue 3).  It is a deliberately low figure.
+DEFAULT_EVENTS_PER_SECOND = 5e7
+_measured_rate = None
+
+
+def events_per_second(*, measure=True):
+    r"""Events per second of one core of this machine for :func:`qtheory.simulate`.
+
+    Parameters
+    ----------
+    measure : bool, optional
+        If True (default) and this process has not measured it yet, run a calibration:
+        N = 10,000 stations at (lam, p) = (0.9, 0.1) started at the rounded invariant
+        state, 3 timed runs of 2e6 events after a compile-and-warm run, and keep the
+        fastest (about 0.2 s in all once the kernel is compiled).  The figure is cached
+        for the rest of the process.  If False, return the cached figure, or
+        :data:`DEFAULT_EVENTS_PER_SECOND` (5e7, the floor ``bench/bench_simulation.py``
+        checks) when nothing was measured.
+
+    Returns
+    -------
+    float
+        Uniformized events per second (dummy events included) of one chain on one core.
+        It depends on the machine's load at the time of the calibration.
+    """
+    global _measured_rate
+    if _measured_rate is not None:
+        return _measured_rate
+    if not measure:
+        return DEFAULT_EVENTS_PER_SECOND
+    from .simulation import _initial_counts, _streams, _System
+
+    n = 10_000
+    s = invariant_state(0.9, 0.1)
+    best = math.inf
+    for rep in range(4):
+        rng_state, _ = _streams(np.random.SeedSequence(12345 + rep))
+        sys_ = _System(n, 0.9, 0.1, _initial_counts(n, s), rng_state, track=False)
+        t0 = time.perf_counter()
+        sys_.run(2_000_000 if rep else 200_000)
+        dt = time.perf_counter() - t0
+        if rep:
+            best = min(best, dt)
+    _measured_rate = 2_000_000 / best
+    return _measured_rate
+
+
+def _mm1_sigma2(rho):
+    return 2.0 * rho * (1.0 + rho) / (1.0 - rho) ** 4
+
+
+def _mm1_tau(rho):
+    return (1.0 + 3.0 * rho + rho * rho) / ((1.0 - rho) ** 2 * (1.0 + rho))
+
+
+def _linear_noise(lam, p, s):
+    """sigma^2 and tau of the mean queue length in the linear-noise model around s."""
+    from scipy.linalg import solve_banded, solve_continuous_lyapunov
+
+    K = s.size - 1
+    sp_ = np.append(s, 0.0)
+    D = lam * (sp_[:-2] - sp_[1:-1]) + (1.0 - p) * (sp_[1:-1] - sp_[2:])
+    D[-1] += p
+    diag = np.full(K, -(lam + 1.0 - p))
+    diag[-1] = -(1.0 - p)
+    # A: sub-diagonal lam, super-diagonal 1 - p; A^T u = c as a banded solve.
+    ab = np.zeros((3, K))
+    ab[0, 1:] = lam          # super-diagonal of A^T
+    ab[1] = diag
+    ab[2, :-1] = 1.0 - p     # sub-diagonal of A^T
+    c = np.ones(K)
+    u = solve_banded((1, 1), ab, c)
+    sigma2 = float(u @ (D * u))
+    if K > _DENSE_LEVELS:
+        return sigma2, None
+    A = np.diag(diag) + np.diag(np.full(K - 1, lam), -1) + np.diag(np.full(K - 1, 1 - p), 1)
+    S = solve_continuous_lyapunov(A, -np.diag(D))
+    Sc = S @ c
+    int_c = -float(u @ Sc)
+    w = solve_banded((1, 1), ab, u)
+    int_tc = float(w @ Sc)
+    return sigma2, int_tc / int_c
+
+
+def variance_model(n_stations, lam, p):
+    r"""Asymptotic variance, correlation time and relaxation rate used by :func:`plan_run`.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    dict
+        ``sigma2``: :math:`\sigma^2` such that the time average of the mean queue length
+        per station over a period T has variance about :math:`\sigma^2/(N T)` (jobs^2
+        per station^2 times time units); ``correlation_time``: :math:`\tau` (time units),
+        the mean lag of its autocovariance; ``relaxation_rate``: :math:`\mu` (per time
+        unit) with which the initial state is forgotten; ``model``: ``"mm1"``,
+        ``"linear-noise"``, ``"pooled"`` or ``"empty"`` (lam = 0); ``fluid_mean``: the
+        fluid (N = infinity) mean queue length :math:`v^I_1`.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range.
+
+    Notes
+    -----
+    See the module docstring for the three models and their sources.
+
+    References
+    ----------
+    Whitt (1989); van Kampen (2007), Ch. X; Asmussen and Glynn (2007), Ch. IV.
+    """
+    n = check_n_stations(n_stations)
+    lam = check_lam(lam)
+    p = check_p(p)
+    return _variance_model(n, lam, p)
+
+
+def _variance_model(n, lam, p):
+    from .fluid import relaxation_rate
+
+    if lam == 0.0:
+        return dict(sigma2=0.0, correlation_time=0.0, relaxation_rate=math.inf,
+                    model="empty", fluid_mean=0.0)
+    if p == 0.0 or n == 1:
+        mu = (1.0 - math.sqrt(lam)) ** 2
+        return dict(sigma2=_mm1_sigma2(lam), correlation_time=_mm1_tau(lam),
+                    relaxation_rate=mu, model="mm1", fluid_mean=lam / (1.0 - lam))
+    if lam <= p:
+        m = n * p + (1.0 - p)
+        rho = n * lam / m
+        return dict(sigma2=_mm1_sigma2(rho) / (m * n), correlation_time=_mm1_tau(rho) / m,
+                    relaxation_rate=m * (1.0 - math.sqrt(rho)) ** 2, model="pooled",
+                    fluid_mean=0.0)
+    s = invariant_state(lam, p)
+    mu = relaxation_rate(lam, p)
+    sigma2, tau = _linear_noise(lam, p, s)
+    if tau is None:
+        tau = 1.0 / mu
+    return dict(sigma2=sigma2, correlation_time=tau, relaxation_rate=mu,
+                model="linear-noise", fluid_mean=float(mean_queue_length(lam, p)))
+
+
+_KEYS = ("n_stations", "lam", "p", "t_end", "warmup", "n_batches", "s0", "n_chains")
+
+
+@dataclass(frozen=True, repr=False)
+class RunPlan(Mapping):
+    r"""A planned steady-state simulation: the arguments of :func:`qtheory.simulate`.
+
+    A frozen dataclass that is also a read-only mapping of exactly the keyword arguments
+    of :func:`qtheory.simulate` it fixes (``n_stations``, ``lam``, ``p``, ``t_end``,
+    ``warmup``, ``n_batches``, ``s0``, ``n_chains``), so ``simulate(**plan, seed=1)`` runs
+    it.  The seed is not part of the plan; ``workers`` neither (it never changes a
+    result).
+
+    Attributes
+    ----------
+    n_stations, lam, p : int, float, float
+        The system.
+    t_end : float
+        End of each chain's run (mean service times).
+    warmup : float
+        Warm-up discarded at the start of each chain.
+    n_batches : int
+        Batches per chain; ``n_chains * n_batches`` batch means enter the interval.
+    n_chains : int
+        Independent chains (each with its own warm-up), pooled by :func:`simulate`.
+    s0 : None or ndarray
+        Initial state passed to simulate: ``None`` (empty) or the invariant state's tail
+        fractions.
+    start : str
+        ``"empty"`` or ``"invariant"``.
+    batch_length : float
+        ``(t_end - warmup) / n_batches``.
+    half_width : float
+        The target 95% half-width (jobs per station).
+    predicted_half_width : float
+        :math:`t_{B-1,0.975}\,\sigma/\sqrt{N T}` with ``B = n_chains * n_batches`` and
+        ``T = n_chains * (t_end - warmup)``; at most ``half_width`` (smaller when the
+        batch-length floor makes the run longer than the variance needs).
+    relaxation_time : float
+        :math:`1/\mu` (time units), see :func:`variance_model`.
+    correlation_time : float
+        :math:`\tau` assumed for the batch length (time units).
+    asymptotic_variance : float
+        :math:`\sigma^2` (see :func:`variance_model`).
+    variance_model : str
+        Which model gave it.
+    fluid_mean : float
+        :math:`v^I_1`, the fluid mean queue length (a lower bound on the finite-N mean).
+    expected_events : float
+        ``n_chains * N (1 + lam) t_end``.
+    events_per_second : float
+        Rate of one core used for ``expected_seconds`` (see :func:`events_per_second`).
+    expected_seconds : float
+        ``expected_events / (events_per_second * min(n_chains, cores))``.
+    """
+
+    n_stations: int
+    lam: float
+    p: float
+    t_end: float
+    warmup: float
+    n_batches: int
+    n_chains: int
+    s0: object
+    start: str
+    batch_length: float
+    half_width: float
+    predicted_half_width: float
+    relaxation_time: float
+    correlation_time: float
+    asymptotic_variance: float
+    variance_model: str
+    fluid_mean: float
+    expected_events: float
+    events_per_second: float
+    expected_seconds: float
+
+    # Mapping protocol: only simulate's keyword arguments.
+    def __getitem__(self, key):
+        if key not in _KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(_KEYS)
+
+    def __len__(self):
+        return len(_KEYS)
+
+    def __eq__(self, other):
+        if not isinstance(other, RunPlan):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                        and np.array_equal(a, b)):
+                    return False
+            elif a != b and not (a != a and b != b):
+                return False
+        return True
+
+    __hash__ = None
+
+    def summary(self):
+        """A few lines describing the plan (str)."""
+        def fmt_t(x):
+            return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+        return "\n".join([
+            f"Run plan for N = {self.n_stations}, lam = {self.lam:g}, p = {self.p:g}: "
+            f"target 95% half-width {self.half_width:g}",
+            f"  start {self.start}; warm-up {fmt_t(self.warmup)} "
+            f"(relaxation time 1/mu = {self.relaxation_time:.4g}, "
+            f"{self.warmup / self.relaxation_time if self.relaxation_time > 0 else 0:.1f}"
+            f" relaxation times)",
+            f"  {self.n_chains} chain(s) x {self.n_batches} batches of length "
+            f"{fmt_t(self.batch_length)} (correlation time {self.correlation_time:.4g}); "
+            f"t_end = {fmt_t(self.t_end)}",
+            f"  variance model: {self.variance_model}, sigma^2 = "
+            f"{self.asymptotic_variance:.4g}; predicted half-width "
+            f"{self.predicted_half_width:.3g}",
+            f"  expected events {self.expected_events:.3g}, about "
+            f"{self.expected_seconds:.3g} s at {self.events_per_second:.3g} events/s "
+            f"per core",
+        ])
+
+    def __repr__(self):
+        return (f"RunPlan(n_stations={self.n_stations}, lam={self.lam!r}, p={self.p!r}, "
+                f"t_end={self.t_end:.6g}, warmup={self.warmup:.6g}, "
+                f"n_batches={self.n_batches}, n_chains={self.n_chains}, "
+                f"start={self.start!r}, predicted_half_width="
+                f"{self.predicted_half_width:.4g}, expected_events="
+                f"{self.expected_events:.4g})")
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def _check_start(start):
+    if start not in ("empty", "invariant"):
+        raise ValueError(f"start must be 'empty' or 'invariant', got {start!r}")
+    return start
+
+
+def _start_state(n, lam, p, start):
+    """(s0 for simulate, l1 distance of the start from the fluid invariant state)."""
+    if p == 0.0 or n == 1:
+        mean = lam / (1.0 - lam)
+    else:
+        mean = float(mean_queue_length(lam, p)) if lam > p else 0.0
+    if start == "empty":
+        return None, mean
+    if p == 0.0:
+        if lam == 0.0:
+            return None, 0.0
+        # lam**i rounded to multiples of 1/N: keep the levels that hold a station.
+        top = int(math.floor(math.log(0.5 / n) / math.log(lam)))
+        return lam ** np.arange(max(top, 0) + 1, dtype=np.float64), 0.0
+    s = invariant_state(lam, p)
+    return (s if s.size > 1 else None), 0.0
+
+
+def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_chains=1,
+             calibrate=True):
+    r"""Plan a simulation that estimates the mean queue length to a given 95% half-width.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1 (at most 1e9, as for :func:`qtheory.simulate`).
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+    half_width : float
+        Target half-width of the 95% confidence interval of the mean queue length per
+        station (jobs), finite and > 0.
+    start : {"empty", "invariant"}, optional
+        Initial state: the empty system (default) or the fluid invariant state
+        :math:`s^I` rounded to multiples of 1/N.  Either way the warm-up is at least
+        three relaxation times: a start at :math:`s^I` is a start at the fluid answer,
+        and the finite-N system must have time to leave it.
+    n_batches : int, optional
+        Total number of batches over all chains, >= 2 (default 20); each chain gets
+        ``ceil(n_batches / n_chains)`` (at least 2).
+    n_chains : int, optional
+        Independent chains, >= 1 (default 1), each with its own warm-up;
+        ``simulate(**plan)`` runs them in parallel on the available cores.
+    calibrate : bool, optional
+        Measure this machine's event rate once per process for ``expected_seconds``
+        (about 0.2 s; see :func:`events_per_second`).  False uses the cached or default
+        rate.
+
+    Returns
+    -------
+    RunPlan
+        Also a mapping of simulate's keyword arguments: ``simulate(**plan, seed=1)``.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range (named in the message), or if the plan would need
+        more events than :func:`qtheory.simulate` accepts in one call (1e12 per chain;
+        the message names ``half_width`` and the cost).
+
+    Notes
+    -----
+    The recipe (module docstring): warm-up :math:`w = \max(3, \ln(d_0/(0.1h)))/\mu`;
+    batch length :math:`b \ge 10\tau` (expected lag-1 autocorrelation about 0.05) and
+    at least 1000 events; measured time :math:`T` per chain such that
+    :math:`t_{B-1,0.975}\sqrt{\sigma^2/(N\,k\,T)} \le h` with ``k`` chains and
+    ``B = k * n_batches`` batches, and :math:`T \ge` ``n_batches`` :math:`b`.
+
+    Validation: ``bench/plan_validation.py`` (see its docstring for the grid and the
+    table) ran planned simulations over lam in {0.7, 0.9, 0.95, 0.99}, p in {0, 0.05,
+    0.1, 0.2, 0.6} and N from 10 to 1000 with several seeds; the ratio of the realized
+    half-width to the predicted one is reported there and asserted within a factor of 2
+    at fixed seeds in ``tests/test_planning.py``.
+
+    References
+    ----------
+    Law (2015), Ch. 9; Asmussen and Glynn (2007), Ch. IV.5; Whitt (1989); van Kampen
+    (2007), Ch. X; Tsitsiklis and Xu (2012).
+
+    Examples
+    --------
+    >>> plan = plan_run(1000, 0.9, 0.1, half_width=0.05, calibrate=False)
+    >>> plan.warmup > 3 * plan.relaxation_time, plan.predicted_half_width <= 0.05
+    (True, True)
+    """
+    from .simulation import _MAX_EVENTS, _check_common
+
+    n, lam, p = _check_common(n_stations, lam, p)
+    h = check_real(half_width, "half_width", low=0.0, low_open=True, high=math.inf,
+                   high_open=True)
+    start = _check_start(start)
+    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
+    if n_batches > 10**6:
+        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
+    k = check_positive_int(n_chains, "n_chains")
+    if k > 10**4:
+        raise ValueError(f"n_chains must be an integer in [1, 1e4], got {k}")
+    if not isinstance(calibrate, (bool, np.bool_)):
+        raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
+
+    model = _variance_model(n, lam, p)
+    mu = model["relaxation_rate"]
+    tau = model["correlation_time"]
+    sigma2 = model["sigma2"]
+    s0, d0 = _start_state(n, lam, p, start)
+
+    rate = n * (1.0 + lam)
+    # Warm-up.
+    if math.isinf(mu) or lam == 0.0:
+        warmup, relax = 0.0, 0.0
+    else:
+        relax = 1.0 / mu
+        m = _MIN_RELAXATIONS
+        if d0 > 0.0:
+            m = max(m, math.log(d0 / (_BIAS_FRACTION * h)))
+        warmup = m * relax
+    # Batches and run length.
+    b_per_chain = max(2, -(-n_batches // k))
+    B = b_per_chain * k
+    tq = float(stats.t.ppf(0.975, B - 1))
+    b_min = max(tau / (2.0 * _LAG1_TARGET), _MIN_BATCH_EVENTS / rate)
+    T_total = max(sigma2 * (tq / h) ** 2 / n, B * b_min)
+    T_chain = T_total / k
+    batch_length = T_chain / b_per_chain
+    t_end = warmup + T_chain
+    events_chain = rate * t_end
+    if not math.isfinite(events_chain) or events_chain > _MAX_EVENTS:
+        raise ValueError(
+            f"half_width = {h:g} needs about {k * events_chain:.3g} events "
+            f"({events_chain:.3g} per chain, t_end = {t_end:.3g}): more than the "
+            f"{_MAX_EVENTS:.0e} per chain that simulate accepts; ask for a larger "
+            f"half_width or use more chains (n_chains)")
+    pred = tq * math.sqrt(sigma2 / (n * T_total)) if sigma2 > 0 else 0.0
+    eps = events_per_second(measure=calibrate)
+    expected_events = k * events_chain
+    seconds = expected_events / (eps * min(k, _cores()))
+    return RunPlan(
+        n_stations=n, lam=lam, p=p, t_end=float(t_end), warmup=float(warmup),
+        n_batches=int(b_per_chain), n_chains=int(k), s0=s0, start=start,
+        batch_length=float(batch_length), half_width=h, predicted_half_width=float(pred),
+        relaxation_time=float(relax), correlation_time=float(tau),
+        asymptotic_variance=float(sigma2), variance_model=model["model"],
+        fluid_mean=float(model["fluid_mean"]), expected_events=float(expected_events),
+        events_per_second=float(eps), expected_seconds=float(seconds),
+    )
