@@ -25,6 +25,11 @@ the compiled code and the Python and SimPy models alike, with different seeds pe
 
 Floors (issue 3): >= 5e7 events/s at every N, >= 100x plain Python and SimPy.  The
 figures vary with the machine's load: measure on a quiet machine.
+
+The multi-core speed-up (``simulate(..., n_chains=2, workers=1 or 2)``) and the cost of
+the planned (0.99, 0.05, N = 1e4, half-width 0.1) estimate are printed by
+``bench/bench_parallel.py``; the validation of ``plan_run``'s variance model by
+``bench/plan_validation.py``.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from .sweep import (  # noqa: F401
 )
 from .exact import (  # noqa: F401
     ExactResult,
+    TruncationWarning,
     exact_memory_estimate,
     exact_state_space_size,
     exact_stationary,
@@ -124,6 +125,7 @@ __all__ = [
     "RunPlan",
     "plan_run",
     "ExactResult",
+    "TruncationWarning",
     "exact_memory_estimate",
     "exact_state_space_size",
     "exact_stationary",

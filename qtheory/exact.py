@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,6 +66,7 @@ from ._validation import check_flag, check_lam, check_p, check_positive_int, che
 
 __all__ = [
     "ExactResult",
+    "TruncationWarning",
     "exact_stationary",
     "exact_state_space_size",
     "exact_memory_estimate",
@@ -271,8 +273,17 @@ def _build_generator(n, K, lam, p):
     return indptr, indices, data, states
 
 
+class TruncationWarning(UserWarning):
+    """The truncation level of an exact solve is too low for the requested accuracy."""
+
+
+# Solves with more states than this show a progress bar by default (about 10 s or more).
+_AUTO_PROGRESS_STATES = 200_000
+
+
 def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
-                     maxiter=3_000, memory_limit=4 * 10**9, progress=False):
+                     maxiter=3_000, memory_limit=4 * 10**9, progress=None,
+                     truncation_tol=1e-6):
     r"""Stationary distribution of the N-station system, truncated at ``max_queue``.
 
     Builds the generator :math:`Q` of the chain of sorted queue-length vectors as a
@@ -303,8 +314,16 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     memory_limit : int or float
         Bytes; if :func:`exact_memory_estimate` exceeds it a ``ValueError`` is raised
         before anything is built.
-    progress : bool
-        Show a tqdm bar over GMRES restart cycles.
+    progress : bool or None
+        Show a tqdm bar over GMRES iterations (on stderr in scripts, a widget in
+        notebooks).  ``None`` (default): when the state space has more than 200,000
+        states (solves that take about ten seconds or more).
+    truncation_tol : float
+        Largest acceptable ``boundary_mass`` (the probability that some station is full,
+        which bounds how much the truncation changes the law), in ``[0, 1]``; default
+        1e-6.  Above it a :class:`TruncationWarning` gives the boundary mass, this
+        tolerance and a larger ``max_queue`` to try.  Pass 1.0 to study coarse
+        truncations on purpose.
 
     Returns
     -------
@@ -323,6 +342,11 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     RuntimeError
         If GMRES does not reach ``tol`` within ``maxiter`` iterations (never a silent
         unconverged answer).
+
+    Warns
+    -----
+    TruncationWarning
+        When ``boundary_mass > truncation_tol``.
 
     Notes
     -----
@@ -343,7 +367,8 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     1.0
     """
     n = check_positive_int(n_stations, "n_stations")
-    progress = check_flag(progress, "progress")
+    progress = check_flag(progress, "progress", allow_none=True)
+    truncation_tol = check_real(truncation_tol, "truncation_tol", low=0.0, high=1.0)
     lam = check_lam(lam)
     p = check_p(p)
     K = check_positive_int(max_queue, "max_queue")
@@ -364,6 +389,8 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
             f"{memory_limit / 1e9:.3g} GB; lower n_stations or max_queue, or raise "
             "memory_limit"
         )
+    if progress is None:
+        progress = S > _AUTO_PROGRESS_STATES
     t0 = time.perf_counter()
     t_iter = 0
     if lam == 0.0:
@@ -415,6 +442,14 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     else:
         rho = law_k / law_k1
         est = law_k * rho / (1.0 - rho)
+    if law_k > truncation_tol:
+        warnings.warn(
+            f"exact_stationary: boundary mass P(M = max_queue) = {law_k:.3g} exceeds "
+            f"truncation_tol = {truncation_tol:.3g} (n_stations={n}, lam={lam!r}, "
+            f"p={p!r}, max_queue={K}): the truncation is too coarse for this tolerance "
+            f"(estimated mass beyond it: {est:.3g}); raise max_queue (memory: "
+            f"exact_memory_estimate) or pass truncation_tol",
+            TruncationWarning, stacklevel=2)
     return ExactResult(
         n_stations=n, lam=lam, p=p, max_queue=K, n_states=S, states=states,
         probabilities=pi, s=s, mean_queue_length=float(math.fsum(s[1:])),

@@ -260,19 +260,69 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
             f"(lam={lam!r}, p={p!r}); please report it")
 
 
+# p = 0: largest truncation level, and largest work (levels x horizon, one solve) that
+# fluid_trajectory accepts; each compiled call covers at most _P0_SLICE level-time units
+# so that Ctrl-C is honoured within about a second.
+_P0_MAX_LEVELS = 200_000
+_P0_MAX_WORK = 2e9
+_P0_SLICE = 2e6
+
+
+def _p0_levels(lam, x0, t_end, tol):
+    """Truncation level for p = 0: where the invariant tail lam**L falls below tol, or
+    where mass starting at the top of x0 cannot arrive by t_end (a Poisson(lam t_end)
+    number of arrivals: mean + 12 standard deviations), whichever is lower."""
+    k0 = x0.size - 1
+    if lam == 0.0:
+        return k0 + 8
+    l_inv = math.log(tol) / math.log(lam) + 8
+    l_walk = k0 + lam * t_end + 12.0 * math.sqrt(lam * t_end + 1.0) + 16
+    return int(math.ceil(min(l_inv, l_walk)))
+
+
+def _solve_sliced(lam, x0, times, theta, nsub, L):
+    """_solve with p = 0 and a fixed L, in slices of bounded work (interruptible)."""
+    dt = max(1.0, _P0_SLICE / L)
+    t_end = float(times[-1])
+    if t_end <= dt:
+        out, _, leak = _solve(lam, 0.0, x0, times, theta, nsub, L)
+        return out, leak
+    rows = np.zeros((times.size, L + 1))
+    x = x0
+    t0 = 0.0
+    leak = 0.0
+    j = 0
+    while True:
+        t1 = min(t0 + dt, t_end)
+        # output times in (t0, t1] plus the slice end, relative to t0
+        k = int(np.searchsorted(times, t1, side="right"))
+        seg = np.append(times[j:k], t1) - t0
+        out, _, lk = _solve(lam, 0.0, x, np.maximum(seg, 0.0), theta, nsub, L)
+        leak += lk
+        rows[j:k, : out.shape[1]] = out[:-1]
+        x = out[-1]
+        nz = np.flatnonzero(x > 0)
+        x = x[: nz[-1] + 1] if nz.size else x[:1]
+        j = k
+        t0 = t1
+        if t1 >= t_end:
+            break
+    nz = np.flatnonzero(rows.max(axis=0) > 0)
+    return rows[:, : (nz[-1] + 1 if nz.size else 1)], leak
+
+
 def _solve_p0(lam, x0, times, theta, nsub, tol, L_start):
     """p = 0: truncate at L levels (arrivals beyond L blocked), doubling L."""
-    L = max(L_start, x0.size - 1 + 8)
-    if lam > 0.0:
-        L = max(L, int(math.ceil(math.log(tol) / math.log(lam))) + 8)
+    L = max(L_start, x0.size - 1 + 8, _p0_levels(lam, x0, float(times[-1]), tol))
     while True:
-        out, kmax, leak = _solve(lam, 0.0, x0, times, theta, nsub, L)
+        out, leak = _solve_sliced(lam, x0, times, theta, nsub, L)
         if lam * leak <= 0.1 * tol:
             return out, L
         L *= 2
-        if L > 10_000_000:
-            raise RuntimeError("fluid_trajectory: p = 0 needs more than 1e7 levels for "
-                               "this horizon and tolerance")
+        if L > 2 * _P0_MAX_LEVELS:
+            raise RuntimeError(f"fluid_trajectory: p = 0 needs more than "
+                               f"{2 * _P0_MAX_LEVELS} levels for this horizon and "
+                               f"tolerance")
 
 
 def _check_invariants(out, lam, p):
@@ -339,7 +389,10 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     ValueError
         For ``lam`` outside ``[0, 1)``, ``p`` outside ``[0, 1]``, invalid ``times``
         (NaN, infinite, negative, decreasing, empty) or ``s0`` (not finite, entries
-        outside [0, 1], not non-increasing, ``s0[0] != 1``), or ``tol`` out of range.
+        outside [0, 1], not non-increasing, ``s0[0] != 1``), or ``tol`` out of range;
+        for ``p = 0`` also when the truncation needs more than 200,000 levels or the
+        work (levels times horizon) exceeds 2e9 (``lam`` very close to 1 with long
+        times), rather than running for hours.
     RuntimeError
         If the result breaks the invariants, if the two solves of ``check`` disagree,
         or if the solver meets an inconsistency; never a silent wrong number.
@@ -373,6 +426,16 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
                          f"cost grows linearly with the horizon), got {t[-1]:g}")
     tol = check_real(tol, "tol", low=1e-14, high=1e-3)
     x0 = np.array([1.0]) if s0 is None else check_s0(s0)
+    if p == 0.0:
+        need = _p0_levels(lam, x0, float(t[-1]), tol)
+        if need > _P0_MAX_LEVELS or need * float(t[-1]) > _P0_MAX_WORK:
+            raise ValueError(
+                f"at p = 0 each station is an M/M/1 queue with infinitely many levels; "
+                f"lam={lam!r} with times up to {float(t[-1]):g} needs about {need:.3g} "
+                f"levels (limit {_P0_MAX_LEVELS:,}) and {need * float(t[-1]):.3g} "
+                f"level-time units of work (limit {_P0_MAX_WORK:.0e}); use a smaller "
+                f"lam, shorter times or a larger tol (the fluid mean is "
+                f"lam/(1 - lam) = {lam / (1.0 - lam):.6g} at equilibrium)")
 
     def run(theta, nsub, level_factor):
         if p == 0.0:

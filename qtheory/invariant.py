@@ -163,7 +163,8 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     max_levels : int, optional
         Largest number of levels returned.  For ``p = 0`` the state
         :math:`s_i = \lambda^i` has infinitely many positive entries and is truncated
-        where :math:`\lambda^i` underflows below 1e-300 (or at ``max_levels``).
+        where :math:`\lambda^i` falls below 1e-300; if that takes more than
+        ``max_levels`` levels a ``ValueError`` is raised (no silent truncation).
 
     Returns
     -------
@@ -175,8 +176,10 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     Raises
     ------
     ValueError
-        If ``lam`` or ``p`` are out of range, or if ``p > 0`` and ``i*`` exceeds
-        ``max_levels`` (use :func:`mean_queue_length`, which needs no array).
+        If ``lam`` or ``p`` are out of range, or if the state needs more than
+        ``max_levels`` levels (``p > 0``: ``i*`` exceeds it; ``p = 0``: ``lam**i``
+        stays above 1e-300 beyond it, e.g. ``lam > 1 - 7e-5`` with the default); use
+        :func:`mean_queue_length`, which needs no array.
 
     Notes
     -----
@@ -202,7 +205,19 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     if p == 0.0:
         if lam == 0.0:
             return np.ones(1)
-        n = min(max_levels, int(math.floor(-300.0 * math.log(10) / math.log(lam))))
+        # s_i = lam**i is kept while it is above 1e-300; the mass left out,
+        # lam**(n+1)/(1 - lam), is then below 1e-300/(1 - lam) (negligible).  If that
+        # needs more than max_levels levels the state is refused, as for p > 0, rather
+        # than silently truncated (at lam = 1 - 1e-16 it would hold ~7e18 levels).
+        need = -300.0 * math.log(10) / math.log(lam)
+        if need > max_levels:
+            raise ValueError(
+                f"the invariant state at lam={lam!r}, p=0 (s_i = lam**i) needs about "
+                f"{need:.3g} levels to reach 1e-300, more than max_levels={max_levels}; "
+                f"raise max_levels or use mean_queue_length (mean lam/(1 - lam) = "
+                f"{lam / (1.0 - lam):.6g})"
+            )
+        n = int(math.floor(need))
         return lam ** np.arange(n + 1, dtype=np.float64)
     k = _top_level_checked(lam, p)
     if k > max_levels:

@@ -68,6 +68,8 @@ _MAX_STATION_RECORD = 50_000_000
 # A progress bar appears by default (scripts and notebooks) for runs expected to take
 # longer than this many seconds (at planning.events_per_second per core).
 _AUTO_PROGRESS_SECONDS = 10.0
+# Runs with more events than this calibrate the event rate before deciding.
+_CALIBRATE_EVENTS = 3e8
 # Warm-up floor, in fluid relaxation times, below which simulate warns (p > 0).
 _MIN_RELAXATIONS = 3.0
 
@@ -399,10 +401,14 @@ def _check_workers(workers):
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:  # pragma: no cover
             return max(1, os.cpu_count() or 1)
-    w = check_positive_int(workers, "workers")
-    if w > 1024:
-        raise ValueError(f"workers must be None or an integer in [1, 1024], got {w}")
-    return w
+    from ._validation import _unwrap_scalar
+
+    w = _unwrap_scalar(workers)
+    if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral) \
+            or not 1 <= int(w) <= 1024:
+        raise ValueError(f"workers must be None (all available cores) or an integer in "
+                         f"[1, 1024], got {type(w).__name__} {w!r}")
+    return int(w)
 
 
 def _draw_chain(n_stations, lam, warmup, t_end, n_batches, ss):
@@ -638,8 +644,10 @@ def _auto_bar(progress, total_events, parallel, desc):
     if progress is None:
         from .planning import events_per_second
 
-        rate = events_per_second(measure=False) * max(1, parallel)
-        progress = total_events / rate > _AUTO_PROGRESS_SECONDS
+        # Runs that may take more than a second measure this machine's rate once per
+        # process (about 0.2 s); shorter ones use the cached or default figure.
+        rate = events_per_second(measure=total_events > _CALIBRATE_EVENTS)
+        progress = total_events / (rate * max(1, parallel)) > _AUTO_PROGRESS_SECONDS
     if not progress:
         return None
     from tqdm.auto import tqdm
@@ -693,7 +701,8 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     progress : bool or None, optional
         Show a tqdm progress bar (on stderr in scripts, a widget in notebooks).  ``None``
         (default): when the run is expected to take more than about 10 s at
-        :func:`qtheory.planning.events_per_second` per core.
+        :func:`qtheory.planning.events_per_second` per core (measured once per process
+        for runs of more than 3e8 events; 5e7 events/s assumed before that).
     n_chains : int, optional
         Number of independent chains k >= 1 (default 1), each simulated on
         ``[0, t_end]`` from ``s0`` with its own warm-up.

@@ -620,3 +620,159 @@ def test_import_with_read_only_package_and_home(tmp_path, user_cache):
     finally:
         for path in [pkg_root, home, *pkg_root.rglob("*")]:
             path.chmod(0o755)
+
+
+# ------------------------------------------------------------------ several chains, all cores
+
+
+def test_chains_bit_identical_whatever_the_number_of_workers():
+    kw = dict(t_end=3000.0, warmup=300.0, seed=11, n_chains=3)
+    a = quiet(simulate, 80, 0.9, 0.1, workers=1, **kw)
+    b = quiet(simulate, 80, 0.9, 0.1, workers=2, **kw)
+    c = quiet(simulate, 80, 0.9, 0.1, workers=None, **kw)
+    assert _same(a, b) and _same(a, c)
+    assert a.n_chains == 3 and a.batch_s.shape[0] == 3 * 20
+    assert a.lag1 == b.lag1 and a.warnings == b.warnings
+
+
+def test_replicate_bit_identical_whatever_the_number_of_workers():
+    kw = dict(t_end=500.0, warmup=50.0, seed=5)
+    a = quiet(replicate, 4, 30, 0.85, 0.1, workers=1, **kw)
+    b = quiet(replicate, 4, 30, 0.85, 0.1, workers=2, **kw)
+    assert all(_same(x, y) for x, y in zip(a, b))
+    # and each replication is simulate with the r-th spawned child
+    child = np.random.SeedSequence(5).spawn(4)[2]
+    assert _same(a[2], quiet(simulate, 30, 0.85, 0.1, t_end=500.0, warmup=50.0,
+                             seed=child))
+
+
+def test_chains_are_the_replications_pooled():
+    kw = dict(t_end=2000.0, warmup=200.0, seed=21)
+    pooled = quiet(simulate, 40, 0.9, 0.1, n_chains=2, workers=2, **kw)
+    reps = quiet(replicate, 2, 40, 0.9, 0.1, **kw)
+    # (equal up to summation order: the pooled rows are padded to the widest chain)
+    np.testing.assert_allclose(pooled.batch_mean_queue_length,
+                               np.concatenate([r.batch_mean_queue_length for r in reps]),
+                               rtol=1e-13)
+    assert pooled.n_events == sum(r.n_events for r in reps)
+    x = pooled.batch_mean_queue_length
+    assert pooled.mean_queue_length == pytest.approx(x.mean(), rel=1e-12)
+    h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    assert pooled.half_width == pytest.approx(h, rel=1e-12)
+    # lag-1 from pairs within chains only
+    d = (x - x.mean()).reshape(2, 20)
+    expect = (np.sum(d[:, :-1] * d[:, 1:]) / 38) / (np.sum(d * d) / 40)
+    assert pooled.lag1 == pytest.approx(expect, rel=1e-12)
+
+
+def test_one_chain_is_the_classic_run():
+    a = simulate(60, 0.8, 0.1, t_end=4000.0, warmup=400.0, seed=9)
+    b = simulate(60, 0.8, 0.1, t_end=4000.0, warmup=400.0, seed=9, n_chains=1,
+                 workers=2)
+    assert _same(a, b)
+
+
+def test_interrupt_in_a_worker_stops_every_chain(monkeypatch):
+    calls = {"n": 0}
+    real = simmod._k.run_events
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(simmod, "_CHUNK", 5000)
+    monkeypatch.setattr(simmod._k, "run_events", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        quiet(simulate, 50, 0.9, 0.1, t_end=2000.0, warmup=0.0, seed=1, n_chains=4,
+              workers=2)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(n_chains=0), "n_chains"), (dict(n_chains=-1), "n_chains"),
+    (dict(n_chains=2.0), "n_chains"), (dict(n_chains=10**5), "n_chains"),
+    (dict(workers=0), "workers"), (dict(workers=-2), "workers"),
+    (dict(workers=1.5), "workers"), (dict(workers="all"), "workers"),
+    (dict(progress="yes"), "progress"),
+])
+def test_simulate_rejects_bad_chain_options(kw, name):
+    with pytest.raises(ValueError, match=name):
+        simulate(10, 0.5, 0.1, t_end=10.0, warmup=1.0, **kw)
+
+
+# ------------------------------------------------------------------ diagnostics for p > 0
+
+
+def _messages(*args, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SimulationWarning)
+        r = simulate(*args, **kw)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, SimulationWarning)]
+    assert msgs == r.warnings
+    return r, msgs
+
+
+def test_short_warmup_from_far_away_is_flagged_with_numbers():
+    mu = qtheory.relaxation_rate(0.9, 0.1)
+    r, msgs = _messages(200, 0.9, 0.1, t_end=1500.0, warmup=20.0, seed=2, s0=20)
+    hit = [m for m in msgs if "three fluid relaxation times" in m]
+    assert hit and f"{3 / mu:.4g}" in hit[0] and "l1 distance" in hit[0]
+
+
+def test_short_warmup_from_the_answer_is_flagged_as_such():
+    s_inv = qtheory.invariant_state(0.9, 0.1)
+    r, msgs = _messages(500, 0.9, 0.1, t_end=1500.0, warmup=10.0, seed=2, s0=s_inv)
+    assert any("the answer" in m and "3/mu" in m for m in msgs)
+
+
+def test_batches_shorter_than_the_correlation_time_are_flagged():
+    tau = qtheory.planning.variance_model(100, 0.95, 0.1)["correlation_time"]
+    r, msgs = _messages(100, 0.95, 0.1, t_end=1500.0, warmup=1000.0, seed=4)
+    hit = [m for m in msgs if "correlation times" in m]
+    assert hit and f"{tau:.4g}" in hit[0]
+
+
+def test_interval_below_the_fluid_lower_bound_is_flagged():
+    # from empty, far too short: the estimate is well below v^I = 24.03
+    r, msgs = _messages(1000, 0.99, 0.05, t_end=300.0, warmup=100.0, seed=1)
+    assert r.ci[1] < qtheory.mean_queue_length(0.99, 0.05)
+    assert any("below the fluid value v^I_1 = 24.0298" in m for m in msgs)
+
+
+def test_a_planned_run_has_no_warning():
+    plan = qtheory.plan_run(200, 0.9, 0.1, half_width=0.08, calibrate=False)
+    r, msgs = _messages(**plan, seed=8)
+    assert not msgs
+    assert r.ci[1] >= 4.0
+
+
+def test_long_good_run_p0_has_no_warning_and_p0_warnings_stay():
+    r, msgs = _messages(1, 0.5, 0.0, t_end=2e4, warmup=100.0, seed=1)
+    assert not msgs
+    r, msgs = _messages(1, 0.9, 0.0, t_end=500.0, warmup=10.0, seed=1)
+    assert any("M/M/1" in m for m in msgs)
+
+
+def test_progress_shown_in_scripts_for_long_runs(monkeypatch, capsys):
+    monkeypatch.setattr(simmod, "_AUTO_PROGRESS_SECONDS", 0.0)
+    quiet(simulate, 20, 0.8, 0.1, t_end=500.0, warmup=50.0, seed=1)
+    assert "simulate" in capsys.readouterr().err
+    quiet(simulate, 20, 0.8, 0.1, t_end=500.0, warmup=50.0, seed=1, progress=False)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(simmod, "_AUTO_PROGRESS_SECONDS", 10.0)
+    quiet(simulate, 20, 0.8, 0.1, t_end=500.0, warmup=50.0, seed=1)
+    assert capsys.readouterr().err == ""
+
+
+def test_kernels_release_the_gil():
+    for kern in (simmod._k.run_events, simmod._k.run_events_tracked, simmod._k.flush):
+        assert kern.targetoptions.get("nogil") is True
+
+
+def test_planned_chains_same_result_on_one_or_two_workers():
+    plan = qtheory.plan_run(100, 0.9, 0.1, half_width=0.15, n_chains=2, calibrate=False)
+    a = quiet(simulate, **plan, seed=4, workers=1)
+    b = quiet(simulate, **plan, seed=4, workers=2)
+    assert _same(a, b) and a.n_chains == 2
+    assert a.batch_s.shape[0] == 2 * plan.n_batches
