@@ -467,6 +467,29 @@ def _run_parallel(jobs, workers):
     return [f.result() for f in futures]
 
 
+def _run_chains(n_stations, lam, p, cnt0, seeds, warmup, t_end, n_batches, progress,
+                n_workers, desc):
+    """Draw the event counts of one chain per seed and run the chains on n_workers threads.
+
+    Returns ``(draws, chains)``: the per-chain draws of :func:`_draw_chain` and the
+    per-chain outputs of :func:`_run_chain`, in seed order (independent of n_workers).
+    """
+    draws = [_draw_chain(n_stations, lam, warmup, t_end, n_batches, c) for c in seeds]
+    total = sum(d[1] + int(d[2].sum()) for d in draws)
+    bar = _auto_bar(progress, total, min(n_workers, len(seeds)), desc)
+
+    def job(d):
+        return lambda cancel: _run_chain(n_stations, lam, p, cnt0, d[0], d[1], d[2], bar,
+                                         cancel)
+
+    try:
+        chains = _run_parallel([job(d) for d in draws], n_workers)
+    finally:
+        if bar is not None:
+            bar.close()
+    return draws, chains
+
+
 def _pooled_lag1(x, n_chains):
     """Lag-1 autocorrelation of batch means, using pairs within each chain only."""
     x = np.asarray(x, dtype=np.float64)
@@ -801,19 +824,8 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     else:
         seeds = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
                                        pool_size=ss.pool_size).spawn(n_chains)
-    draws = [_draw_chain(n_stations, lam, warmup, t_end, n_batches, c) for c in seeds]
-    total = sum(d[1] + int(d[2].sum()) for d in draws)
-    bar = _auto_bar(progress, total, min(n_workers, n_chains), "simulate")
-
-    def job(d):
-        return lambda cancel: _run_chain(n_stations, lam, p, cnt0, d[0], d[1], d[2], bar,
-                                         cancel)
-
-    try:
-        chains = _run_parallel([job(d) for d in draws], n_workers)
-    finally:
-        if bar is not None:
-            bar.close()
+    draws, chains = _run_chains(n_stations, lam, p, cnt0, seeds, warmup, t_end,
+                                n_batches, progress, n_workers, "simulate")
     counts = np.concatenate([d[2] for d in draws])
     res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains,
                     counts)
@@ -865,19 +877,8 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     ss = check_seed(seed)
     children = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
                                       pool_size=ss.pool_size).spawn(n_replications)
-    draws = [_draw_chain(n_stations, lam, warmup, t_end, n_batches, c) for c in children]
-    total = sum(d[1] + int(d[2].sum()) for d in draws)
-    bar = _auto_bar(progress, total, min(n_workers, n_replications), "replicate")
-
-    def job(d):
-        return lambda cancel: _run_chain(n_stations, lam, p, cnt0, d[0], d[1], d[2], bar,
-                                         cancel)
-
-    try:
-        chains = _run_parallel([job(d) for d in draws], n_workers)
-    finally:
-        if bar is not None:
-            bar.close()
+    draws, chains = _run_chains(n_stations, lam, p, cnt0, children, warmup, t_end,
+                                n_batches, progress, n_workers, "replicate")
     out = []
     for c, d, chain in zip(children, draws, chains):
         res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, c, cnt0, [chain],
