@@ -461,8 +461,12 @@ def _records(controls, fn):
     return out
 
 
+#: How the grid note names each control.
+_SYMBOLS = {"n_stations": "N", "lam": "\u03bb", "target": "L"}
+
+
 def _describe(controls, extra):
-    parts = [f"{c.name} \u2208 {{{', '.join(c.texts[:3])}"
+    parts = [f"{_SYMBOLS.get(c.name, c.name)} \u2208 {{{', '.join(c.texts[:3])}"
              + (f", \u2026, {c.texts[-1]}}}" if len(c.texts) > 4 else
                 "".join(", " + t for t in c.texts[3:]) + "}")
              + f" ({len(c.values)} values)" for c in controls if c.keyed]

@@ -59,7 +59,7 @@ def add_to_page(app, pagename, templatename, context, doctree) -> None:
     if MARKER not in context.get("body", ""):
         return
     app.add_css_file(f"{STATIC}/explorers.css")
-    app.add_js_file(f"{STATIC}/{PLOTLY[2]}")
+    app.add_js_file(f"{STATIC}/{PLOTLY[2]}", loading_method="defer")  # runs in order
     app.add_js_file(f"{STATIC}/explorers.js", loading_method="defer")
 
 
