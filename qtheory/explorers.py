@@ -370,7 +370,7 @@ def _grid(lo, hi, step):
     return [round(lo + i * step, 6) for i in range(n + 1)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Explorer:
     r"""An explorer of the HTML book: sliders over a grid and qtheory's data on it.
 
@@ -410,6 +410,10 @@ class Explorer:
     records: dict
     common: dict = field(default_factory=dict)
     grid_note: str = ""
+
+    def __repr__(self):
+        return (f"<Explorer {self.name!r}: {len(self.records)} settings, drawn by the "
+                f"HTML book; in a notebook, call its view function (qtheory.explorers)>")
 
     def record(self, **settings):
         """The stored record of a setting of the keyed controls (values on the grid)."""

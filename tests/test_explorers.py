@@ -290,6 +290,7 @@ def test_explorer_data(name):
         assert f'<label for="qt-explorer-{name}-{c.name}">' in page
         assert f'<input type="range" id="qt-explorer-{name}-{c.name}"' in page
     assert " hidden>" in page.split("<p")[0]  # hidden until the page's script runs
+    assert len(repr(e)) < 200  # the notebook's text/plain output stays small
     rng = np.random.default_rng(1)
     for _ in range(3):
         s = {c.name: c.values[rng.integers(len(c.values))] for c in e.controls}
