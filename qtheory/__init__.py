@@ -75,6 +75,17 @@ from .theory_checks import (  # noqa: F401
     stationary_balance,
 )
 from .planning import RunPlan, plan_run  # noqa: F401
+from .explorers import (  # noqa: F401
+    Explorer,
+    design_view,
+    explorer,
+    fluid_limit_view,
+    fluid_start,
+    fluid_view,
+    heavy_traffic_view,
+    invariant_view,
+    small_system_view,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -144,4 +155,14 @@ __all__ = [
     "stationary_balance",
     "LowerBoundCheck",
     "lower_bound_check",
+    # explorers.py
+    "Explorer",
+    "explorer",
+    "small_system_view",
+    "fluid_start",
+    "fluid_view",
+    "invariant_view",
+    "design_view",
+    "fluid_limit_view",
+    "heavy_traffic_view",
 ]
