@@ -21,9 +21,10 @@ What it does
    ``to_jshtml()`` animations), whose frame slider also gets a label.
 2. **Theme repairs found by axe-core** (``tests/test_accessibility.py``): the bibliography's
    list items get the ``listitem`` role that their ``role="list"`` parent requires
-   (docutils writes the deprecated ``doc-biblioentry``), and the search field button of
+   (docutils writes the deprecated ``doc-biblioentry``); the search field button of
    pydata-sphinx-theme loses an ``aria-label`` ("Search") that hid its visible text
-   ("Search ... Ctrl+K") from assistive technology. Colours (contrast) are repaired in
+   ("Search ... Ctrl+K") from assistive technology, and the icons of the colour-mode
+   button lose titles that contradicted its name ("Color mode"). Colours (contrast) are repaired in
    ``book/_static/qtheory-a11y.css``.
 """
 
@@ -253,6 +254,9 @@ def repair_body(app, pagename, templatename, context, doctree) -> None:
 
 _SEARCH_FIELD = re.compile(
     r'(<button class="[^"]*search-button-field[^"]*"[^>]*?) aria-label="[^"]*"')
+#: The colour-mode button's icons: their titles ("Light", ...) become SVG <title>s that
+#: contradict the button's name ("Color mode"); the button's tooltip already says it.
+_THEME_ICON = re.compile(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"')
 
 
 def repair_theme(app: Sphinx, exc: Exception | None) -> None:
@@ -264,6 +268,7 @@ def repair_theme(app: Sphinx, exc: Exception | None) -> None:
             continue
         html = page.read_text(encoding="utf-8")
         fixed = _SEARCH_FIELD.sub(r"\1", html)
+        fixed = _THEME_ICON.sub(r'\1 aria-hidden="true"', fixed)
         if fixed != html:
             page.write_text(fixed, encoding="utf-8")
 
