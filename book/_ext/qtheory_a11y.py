@@ -24,7 +24,10 @@ What it does
    (docutils writes the deprecated ``doc-biblioentry``); the search field button of
    pydata-sphinx-theme loses an ``aria-label`` ("Search") that hid its visible text
    ("Search ... Ctrl+K") from assistive technology, and the icons of the colour-mode
-   button lose titles that contradicted its name ("Color mode"). Colours (contrast) are repaired in
+   button lose titles that contradicted its name ("Color mode"); MyST-NB's "Show code
+   cell source" toggles likewise lose an ``aria-label`` that hid their visible text. On
+   pages with embedded ipywidgets a small script names each slider after its widget's
+   label and describes the images the widget manager draws. Colours (contrast) are repaired in
    ``book/_static/qtheory-a11y.css``.
 """
 
@@ -245,11 +248,47 @@ def set_alt_texts(app: Sphinx, doctree: nodes.document, docname: str) -> None:
                     "their code (add `mystnb: image: alt:` to describe them better)")
 
 
+#: Runs on pages with embedded ipywidgets: the widget manager draws sliders without an
+#: accessible name and output images without alt; name each slider after its widget's
+#: label and describe each image, as they appear (a MutationObserver).
+WIDGET_A11Y_JS = """<script>
+(function () {
+  function fix(root) {
+    root.querySelectorAll('[role="slider"]:not([aria-label]):not([aria-labelledby])')
+      .forEach(function (el) {
+        var box = el.closest('.widget-inline-hbox, .jupyter-widgets');
+        var label = box && box.querySelector('.widget-label');
+        var name = label && label.textContent.trim();
+        el.setAttribute('aria-label', name ? name : 'slider');
+      });
+    root.querySelectorAll('.jupyter-widgets img:not([alt]), .jp-RenderedImage img:not([alt])')
+      .forEach(function (img) {
+        img.setAttribute('alt', 'Figure of the explorer for the values of its controls ' +
+          '(redrawn when a kernel runs the notebook; the captioned figure on this page ' +
+          'describes the default view)');
+      });
+  }
+  new MutationObserver(function () { fix(document); })
+    .observe(document.documentElement, {childList: true, subtree: true});
+  document.addEventListener('DOMContentLoaded', function () { fix(document); });
+})();
+</script>
+"""
+#: myst-nb's hide-input toggles: an aria-label that hides the visible "Show code cell
+#: source" text from assistive technology (axe: label-content-name-mismatch).
+_TOGGLE_LABEL = re.compile(r'(<summary\b[^>]*?)\s+aria-label="Toggle hidden content"')
+
+
 def repair_body(app, pagename, templatename, context, doctree) -> None:
-    """html-page-context: ARIA roles that axe-core requires (see the module docstring)."""
+    """html-page-context: repairs in the page body (see the module docstring)."""
     body = context.get("body")
-    if body and 'role="doc-biblioentry"' in body:
-        context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
+    if not body:
+        return
+    body = body.replace('role="doc-biblioentry"', 'role="listitem"')
+    body = _TOGGLE_LABEL.sub(r"\1", body)
+    if "application/vnd.jupyter.widget-view+json" in body:
+        body += WIDGET_A11Y_JS
+    context["body"] = body
 
 
 _SEARCH_FIELD = re.compile(
