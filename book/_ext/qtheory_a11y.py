@@ -51,7 +51,7 @@ _SYMBOLS = {
     "infty": "∞", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "ne": "≠", "neq": "≠",
     "to": "→", "rightarrow": "→", "approx": "≈", "sim": "~", "cdot": "·", "times": "×",
     "pm": "±", "ldots": "...", "dots": "...", "cdots": "...", "in": "∈", "sum": "sum",
-    "mid": "|", "vert": "|", "star": "*", "ast": "*", "circ": "∘",
+    "mid": "|", "vert": "|", "star": "*", "ast": "*", "circ": "∘", "ell": "ℓ",
 }
 _DROP = ("left", "right", "big", "Big", "bigl", "bigr", "displaystyle", "quad", "qquad",
          "mathrm", "mathbf", "mathit", "mathcal", "mathbb", "operatorname", "text",
