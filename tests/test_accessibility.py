@@ -240,3 +240,32 @@ def test_planted_accessibility_defects(browser, axe, tmp_path):
         for name in PLANTED:
             problems = page_a11y_problems(scan_page(browser, url, tmp_path, name, axe))
             assert any(EXPECTED[name] in m for m in problems), (name, problems)
+
+
+def _a11y_extension():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import qtheory_a11y
+    finally:
+        sys.path.pop(0)
+    return qtheory_a11y
+
+
+def test_alt_text_helpers():
+    """The extension's text helpers: math read out, plotting code described, file names
+    recognised (the cases the chapters use)."""
+    ext = _a11y_extension()
+    assert ext.latex_to_text(r"\log_{1/(1-p)} \frac{1}{1-\lambda}") == "log_1/(1-p) 1/(1-λ)"
+    assert ext.latex_to_text(r"t_{\rm end} = 2\times 10^4") == "t_end = 2× 10^4"
+    assert ext.latex_to_text(r"\lambda \le p,\; s^I_i") == "λ ≤ p, s^I_i"
+    code = ('fig, ax = plt.subplots()\n'
+            'ax.loglog(x, y, "o-", label=f"p = {p}")\n'
+            'ax.plot(x, z, "k--", label=r"fluid $\\frac{1}{1-\\lambda}$")\n'
+            'ax.set_xlabel("$1/(1-\\\\lambda)$")\nax.set_ylabel("relaxation time $1/\\\\mu$")\n')
+    assert ext.describe_from_code(code) == (
+        "Line plot (logarithmic axes) of relaxation time 1/μ against 1/(1-λ); "
+        "curves: fluid 1/(1-λ).")
+    assert ext.describe_from_code("anim = FuncAnimation(fig, f)\nax.bar(x, h)\n"
+                                  ).startswith("Animation (bar chart;")
+    assert ext.is_file_name("../_images/0a1b.png") and ext.is_file_name("")
+    assert not ext.is_file_name("Mean queue length against the load.")

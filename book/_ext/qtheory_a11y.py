@@ -66,9 +66,9 @@ def latex_to_text(tex: str) -> str:
                    lambda m: f"{_group(m.group(1))}/{_group(m.group(2))}", s)
     s = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", s)
     s = re.sub(r"\\(?:,|;|!|:| )", " ", s)
-    s = re.sub(r"\\([A-Za-z]+)",
-               lambda m: _SYMBOLS.get(m.group(1), "" if m.group(1) in _DROP
-                                      else m.group(1)), s)
+    s = re.sub(r"\\([A-Za-z]+)(\s*)",  # a dropped command takes its spaces with it
+               lambda m: "" if m.group(1) in _DROP
+               else _SYMBOLS.get(m.group(1), m.group(1)) + m.group(2), s)
     s = re.sub(r"\^\{([^{}]*)\}", r"^\1", s)
     s = re.sub(r"_\{([^{}]*)\}", r"_\1", s)
     s = s.replace("{", "").replace("}", "").replace("\\", "")
