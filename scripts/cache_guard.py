@@ -22,7 +22,8 @@ def fingerprint() -> str:
     """SHA-256 over qtheory's *.py files and the environment files, in sorted order."""
     h = hashlib.sha256()
     files = sorted((ROOT / "qtheory").rglob("*.py"))
-    files += [ROOT / "requirements.txt", ROOT / "pyproject.toml"]
+    files += [ROOT / "requirements.txt", ROOT / "pyproject.toml",
+              ROOT / "book" / "matplotlibrc"]  # figure colours
     for f in files:
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())

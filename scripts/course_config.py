@@ -30,7 +30,13 @@ def config() -> dict:
     execute["cache"] = str((ROOT / cache).resolve())
     sphinx = cfg.setdefault("sphinx", {})
     sphinx.setdefault("config", {}).update({"hide_solutions": True, "html_copy_source": False})
-    sphinx["local_extensions"] = {"hide_gated_solutions": str(ROOT / "course" / "_ext")}
+    # the book's own extensions (paths made absolute) plus the one that hides solutions;
+    # not qtheory_book, whose Colab buttons would open the executed notebooks (solutions)
+    exts = {name: str((ROOT / path).resolve())
+            for name, path in (sphinx.get("local_extensions") or {}).items()
+            if name != "qtheory_book"}
+    exts["hide_gated_solutions"] = str(ROOT / "course" / "_ext")
+    sphinx["local_extensions"] = exts
     cfg["bibtex_bibfiles"] = [str((ROOT / b).resolve()) for b in cfg.get("bibtex_bibfiles", [])]
     html = cfg.setdefault("html", {})
     html["use_download_button"] = False
