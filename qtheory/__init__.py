@@ -75,6 +75,7 @@ from .theory_checks import (  # noqa: F401
     stationary_balance,
 )
 from .planning import RunPlan, plan_run  # noqa: F401
+from .finite_n import FiniteNMean, finite_n_mean, fluctuation_covariance  # noqa: F401
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -128,6 +129,9 @@ __all__ = [
     "simulate",
     "RunPlan",
     "plan_run",
+    "FiniteNMean",
+    "finite_n_mean",
+    "fluctuation_covariance",
     "ExactResult",
     "TruncationWarning",
     "exact_memory_estimate",
