@@ -25,12 +25,15 @@ EXACT = {  # (lam, p): truncation K for N = 2, 3, 4
     (0.6, 0.3): (30, 20, 14), (0.8, 0.3): (40, 28, 20), (0.8, 0.1): (40, 28, 20),
     (0.7, 0.4): (30, 20, 14), (0.85, 0.25): (40, 30, 22), (0.5, 0.4): (24, 16, 12),
 }
-SIMS = [  # (N, lam, p, seed)
-    (100, 0.9, 0.2, 11), (1000, 0.9, 0.2, 1), (10000, 0.9, 0.2, 1),
-    (100, 0.7, 0.2, 12), (1000, 0.3, 0.5, 13), (100, 0.3, 0.5, 14),
-    (1000, 0.9, 0.1, 15), (100, 0.99, 0.05, 16), (1000, 0.8, 0.3, 17),
+SIMS = [  # (N, lam, p, seed, half-width or None = 20% of the predicted excess)
+    (100, 0.9, 0.2, 11, None), (1000, 0.9, 0.2, 1, None), (10000, 0.9, 0.2, 1, 4e-4),
+    (100, 0.7, 0.2, 12, None), (1000, 0.7, 0.2, 18, None),
+    (100, 0.3, 0.5, 14, None), (1000, 0.3, 0.5, 13, None), (100000, 0.3, 0.5, 19, None),
+    (1000, 0.9, 0.1, 15, None), (100, 0.99, 0.05, 16, None),
+    (1000, 0.8, 0.3, 17, None), (1000, 0.6, 0.3, 20, None), (10000, 0.6, 0.3, 21, None),
 ]
 MAX_EVENTS = 3e9
+MAX_EVENTS_FIXED = 4e10  # rows with a fixed half-width (the N = 1e4 check)
 
 
 def main():
@@ -56,15 +59,16 @@ def main():
             print("exact", row, flush=True)
     out["exact_seconds"] = time.time() - t0
     if args.sims == "all":
-        for N, lam, p, seed in SIMS:
+        for N, lam, p, seed, h_fixed in SIMS:
             pr = qt.finite_n_mean(N, lam, p)
-            h = max(0.2 * pr.excess, 1e-4)
+            h = h_fixed if h_fixed else max(0.2 * pr.excess, 1e-5)
+            cap = MAX_EVENTS_FIXED if h_fixed else MAX_EVENTS
             try:
                 plan = qt.plan_run(N, lam, p, half_width=h, n_chains=2)
             except ValueError as err:
                 out["skipped"].append(dict(N=N, lam=lam, p=p, why=str(err)))
                 continue
-            if plan.expected_events > MAX_EVENTS:
+            if plan.expected_events > cap:
                 out["skipped"].append(dict(N=N, lam=lam, p=p,
                                            why=f"{plan.expected_events:.3g} events"))
                 print("skip", N, lam, p, plan.expected_events, flush=True)

@@ -231,10 +231,9 @@ class FiniteNMean:
 
 # Regime thresholds (see the chapter): the top level is "sparse" when its population is
 # within _SPARSE_Z standard deviations of 0; the reflected diffusion is used unless the
-# push-back kappa/((1-p) sigma_Y) exceeds _FAR_Z (then the M/M/1 form is as good).
+# push-back kappa/((1-p) sigma_Y) is below _CRITICAL_Z, otherwise the M/M/1 form.
 _SPARSE_Z = 3.0
 _CRITICAL_Z = 4.0
-_FAR_Z = 8.0
 
 
 @functools.lru_cache(maxsize=256)
@@ -306,7 +305,7 @@ def _closure_mean(n, lam, p, top):
         rhs = lam * prev
         if rhs < 1e-15:
             break
-        if i <= top:
+        if i < top:
             x = solve(rhs, lambda x: -math.expm1(-n * x))
         else:
             x = solve(rhs, lambda x: n * x / (1.0 + n * x))
@@ -350,7 +349,8 @@ def finite_n_mean(n_stations, lam, p):
     * ``p = 0`` (``"exact"``): :math:`\lambda/(1-\lambda)` at every N.
     * ``"sparse"`` (``top_z < 3``, heuristic): the top level empties now and then, so
       :math:`P(M < i)` in the gap formula matters; the exact identity is closed by
-      Poisson counts below the top and geometric counts above it (``_closure_mean``).
+      Poisson counts below the top level and geometric counts from it on
+      (``_closure_mean``).
       Error estimate: half the excess (checked against exact solutions with N = 2..4,
       where it errs by up to about 40%).
     * ``"well-populated"`` (:math:`\kappa/((1-p)\sigma_Y) \ge 4`): :math:`P(M < i)`
@@ -358,8 +358,6 @@ def finite_n_mean(n_stations, lam, p):
       :math:`E s_i = s^I_i` up to that tail for :math:`i \le i^*`, and the excess is
       the mean number of jobs above :math:`i^*` per station.  They form a fast M/M/1
       queue with load :math:`\rho`: excess :math:`\approx \rho/((1-\rho) N)` (O(1/N)).
-      When the push-back is below 8 the reflected diffusion below is used instead (it
-      includes the fluctuations of the top level's load).
     * ``"critical"`` (:math:`\kappa/((1-p)\sigma_Y) < 4`, with ``top_z >= 3``): the
       mass above the top is of order :math:`N^{-1/2}`; excess
       :math:`\approx E[Y]/\sqrt N`, Y the stationary reflected linear diffusion at the
@@ -407,7 +405,7 @@ def finite_n_mean(n_stations, lam, p):
         return FiniteNMean(n, lam, p, fluid, ex, fluid + ex, 0.5 * ex, "sparse", rho,
                            kappa, top_z, details)
     regime = "well-populated" if push >= _CRITICAL_Z else "critical"
-    if push >= _FAR_Z:
+    if push >= _CRITICAL_Z:
         ex = rho / ((1.0 - rho) * n)
         # next order: fluctuations of the load (Jensen) and the local servers of the
         # stations above the top, both relative O(1/(N (1 - rho)^2)); floor 10%
