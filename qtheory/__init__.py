@@ -75,7 +75,12 @@ from .theory_checks import (  # noqa: F401
     stationary_balance,
 )
 from .planning import RunPlan, plan_run  # noqa: F401
-from .finite_n import FiniteNMean, finite_n_mean, fluctuation_covariance  # noqa: F401
+from .finite_n import (  # noqa: F401
+    FiniteNMean,
+    finite_n_mean,
+    finite_n_min_centralization,
+    fluctuation_covariance,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -131,6 +136,7 @@ __all__ = [
     "plan_run",
     "FiniteNMean",
     "finite_n_mean",
+    "finite_n_min_centralization",
     "fluctuation_covariance",
     "ExactResult",
     "TruncationWarning",

@@ -37,7 +37,8 @@ import numpy as np
 from ._validation import check_lam, check_n_stations, check_p, check_positive_int
 from .invariant import invariant_state, mean_queue_length
 
-__all__ = ["fluctuation_covariance", "finite_n_mean", "FiniteNMean"]
+__all__ = ["fluctuation_covariance", "finite_n_mean", "FiniteNMean",
+           "finite_n_min_centralization"]
 
 # Dense Lyapunov solves up to this many levels (p = 0 truncation included).
 _MAX_DENSE = 800
@@ -361,7 +362,7 @@ def finite_n_mean(n_stations, lam, p):
     * ``"critical"`` (:math:`\kappa/((1-p)\sigma_Y) < 4`, with ``top_z >= 3``): the
       mass above the top is of order :math:`N^{-1/2}`; excess
       :math:`\approx E[Y]/\sqrt N`, Y the stationary reflected linear diffusion at the
-      top (computed by a seeded Monte Carlo, about a second).  At :math:`\kappa = 0` this
+      top (computed by a seeded Monte Carlo of the diffusion).  At :math:`\kappa = 0` this
       is :math:`c/\sqrt N`.  For large :math:`\kappa`, :math:`E[Y] \approx p/\kappa` and the
       excess tends to :math:`1/(N(1-\rho))`, which differs from the M/M/1 value by the
       O(1/N) of discreteness.
@@ -428,3 +429,78 @@ def finite_n_mean(n_stations, lam, p):
     details.update(formula="reflected diffusion", ey=ey, ey_se=se)
     return FiniteNMean(n, lam, p, fluid, ex, fluid + ex, err, regime, rho, kappa, top_z,
                        details)
+
+
+def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservative=True,
+                                ptol=1e-4):
+    r"""Smallest p whose predicted N-station mean queue meets a target (heuristic design).
+
+    Bisection on p in :math:`[p_{\min}(\infty), 1)` for the predicted mean of
+    :func:`finite_n_mean` (plus its error estimate when ``conservative``), started at the
+    fluid answer :func:`qtheory.min_centralization`: by the proved lower bound
+    :math:`E[v^N_1] \ge v^I_1` no smaller p can meet the target, so the result is always
+    :math:`\ge p_{\min}(\infty)`.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    target_mean_queue : float
+        Largest acceptable mean number of jobs per station, > 0.
+    conservative : bool, optional
+        Require ``mean + error <= target`` (default) instead of ``mean <= target``.
+    ptol : float, optional
+        Bisection tolerance on p, in ``(0, 0.01]`` (default 1e-4).
+
+    Returns
+    -------
+    float
+        The smallest p (to ``ptol``, rounded up) that meets the target by the prediction,
+        ``0.0`` if the target is at least :math:`\lambda/(1-\lambda)` (no pooling needed,
+        exact since p = 0 is exact), or ``inf`` if no p < 1 does (e.g. N = 1).
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range.
+
+    Notes
+    -----
+    Assumes the predicted mean is non-increasing in p between :math:`p_{\min}(\infty)` and
+    the answer (not proved for the N-system; the chapter checks it on a grid).  The
+    prediction is a heuristic with the error estimates of :func:`finite_n_mean`.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012) (the fluid design); the finite-N excess of
+    :func:`finite_n_mean`.
+    """
+    from ._validation import check_real
+    from .design import min_centralization
+
+    n = check_n_stations(n_stations)
+    lam = check_lam(lam)
+    target = check_real(target_mean_queue, "target_mean_queue", low=0.0, low_open=True)
+    ptol = check_real(ptol, "ptol", low=0.0, low_open=True, high=0.01)
+    if target >= lam / (1.0 - lam):
+        return 0.0
+
+    def ok(p):
+        r = finite_n_mean(n, lam, p)
+        return r.mean + (r.error if conservative else 0.0) <= target
+
+    lo = min_centralization(lam, target)
+    hi = 1.0 - 1e-9
+    if not ok(hi):
+        return math.inf
+    if ok(lo):
+        return float(lo)
+    while hi - lo > ptol:
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)

@@ -24,18 +24,16 @@ def test_p0_covariance_is_the_mm1_closed_form(lam):
 
 
 def test_p0_covariance_matches_exact_small_system():
-    # exact at every N for p = 0: N Cov(s^N_i, s^N_j) from the exact solver, N = 2
-    lam = 0.5
-    res = qt.exact_stationary(2, lam, 0.0, max_queue=40)
-    law = res.station_queue_law  # one station's queue law
-    q = np.arange(law.size)
-    S = qt.fluctuation_covariance(lam, 0.0, levels=3)
-    for a in range(1, 4):
-        for b in range(1, 4):
-            ea = law[q >= a].sum()
-            eb = law[q >= b].sum()
-            eab = law[q >= max(a, b)].sum()
-            assert abs((eab - ea * eb) - S[a - 1, b - 1]) < 1e-9
+    # exact at every N for p = 0: N Cov(s^N_i, s^N_j) from the exact joint law, N = 2
+    lam, n = 0.5, 2
+    res = qt.exact_stationary(n, lam, 0.0, max_queue=50)
+    Q = res.states.astype(np.int64)
+    w = res.probabilities
+    S = qt.fluctuation_covariance(lam, 0.0, levels=4)
+    s = np.stack([(Q >= a).mean(axis=1) for a in range(1, 5)])   # (levels, states)
+    mean = s @ w
+    cov = n * ((s * w) @ s.T - np.outer(mean, mean))
+    assert np.max(np.abs(cov - S)) < 1e-9
 
 
 def test_one_level_closed_form():
