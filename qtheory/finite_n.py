@@ -250,8 +250,9 @@ def _reflected_top_mean(lam, p, s, kappa, *, paths=200, dt=0.02, seed=20261201):
     with top level :math:`i^*+1` (diagonal :math:`-(1-p)`), plus the constant push
     :math:`+\kappa` on :math:`Z_{i^*}` and :math:`-\kappa` on :math:`Y`; reflection at
     :math:`Y = 0` in the direction :math:`e_Y - e_{i^*}` (a central token that finds no
-    job above :math:`i^*` serves level :math:`i^*`).  Euler scheme with projection; returns
-    (mean, standard error over paths).
+    job above :math:`i^*` serves level :math:`i^*`).  Euler scheme; the reflection of Y
+    over a step uses the minimum of the Brownian bridge (the regulator of the step).
+    Returns (mean, standard error over paths).
     """
     s2 = np.append(s, 0.0)
     diag, D = _drift_jacobian_and_noise(lam, p, s2)
@@ -267,11 +268,18 @@ def _reflected_top_mean(lam, p, s, kappa, *, paths=200, dt=0.02, seed=20261201):
     X = np.zeros((paths, K))
     acc = np.zeros(paths)
     for t in range(n):
-        X = X @ M + rng.standard_normal((paths, K)) * sd
-        X[:, -1] -= kappa * dt
+        xi = rng.standard_normal((paths, K)) * sd
+        y = X[:, -1]
+        X = X @ M + xi
         X[:, -2] += kappa * dt
-        L = np.maximum(-X[:, -1], 0.0)
-        X[:, -1] += L
+        # Y: increment w over the step; reflect with the minimum of the Brownian bridge
+        # from 0 to w (exact for a Brownian motion with constant drift over the step),
+        # which removes the sqrt(dt) bias of projecting only the end point.
+        w = X[:, -1] - y - kappa * dt
+        u = rng.random(paths)
+        m = 0.5 * (w - np.sqrt(w * w - 2.0 * sd[-1] ** 2 * np.log(u)))
+        L = np.maximum(-(y + m), 0.0)
+        X[:, -1] = y + w + L
         X[:, -2] -= L
         if t >= burn:
             acc += X[:, -1]
@@ -347,7 +355,9 @@ def finite_n_mean(n_stations, lam, p):
     ``top_z`` be the top population in standard deviations (from
     :func:`fluctuation_covariance`).
 
-    * ``p = 0`` (``"exact"``): :math:`\lambda/(1-\lambda)` at every N.
+    * ``p = 0`` or ``N = 1`` (``"exact"``): :math:`\lambda/(1-\lambda)` (independent
+      M/M/1 queues; one M/M/1 queue of service rate 1).  ``fluid_mean`` is then that
+      value too, and the excess 0 is the excess over it.
     * ``"sparse"`` (``top_z < 3``, heuristic): the top level empties now and then, so
       :math:`P(M < i)` in the gap formula matters; the exact identity is closed by
       Poisson counts below the top level and geometric counts from it on
@@ -381,7 +391,8 @@ def finite_n_mean(n_stations, lam, p):
     if p >= 1.0:
         raise ValueError(f"p must be in [0, 1) for finite_n_mean, got {p!r}")
     nan = float("nan")
-    if p == 0.0 or lam == 0.0:
+    if p == 0.0 or lam == 0.0 or n == 1:
+        # independent M/M/1 queues; N = 1 is one M/M/1 queue of rate 1 for every p
         m = lam / (1.0 - lam)
         return FiniteNMean(n, lam, p, m, 0.0, m, 0.0, "exact", nan, nan, nan)
     fluid = float(mean_queue_length(lam, p)) if lam > p else 0.0

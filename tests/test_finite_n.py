@@ -152,3 +152,21 @@ def test_stored_validation_agrees_where_the_book_claims():
         half = (x["ci"][1] - x["ci"][0]) / 2
         assert abs(x["measured"] - x["predicted"]) <= half + 0.2 * abs(x["predicted"]) \
             + x["error"], x
+
+
+def test_one_station_is_mm1():
+    r = qt.finite_n_mean(1, 0.9, 0.3)
+    assert r.regime == "exact" and abs(r.mean - 9.0) < 1e-12
+
+
+def test_finite_n_min_centralization():
+    lam, target = 0.9, 2.0
+    p_inf = qt.min_centralization(lam, target)
+    p_n = qt.finite_n_min_centralization(10**4, lam, target)
+    assert p_inf <= p_n < p_inf + 0.01
+    r = qt.finite_n_mean(10**4, lam, p_n)
+    assert r.mean + r.error <= target + 1e-9
+    assert qt.finite_n_min_centralization(100, lam, 20.0) == 0.0
+    assert qt.finite_n_min_centralization(1, lam, target) == float("inf")
+    with pytest.raises(ValueError, match="target_mean_queue"):
+        qt.finite_n_min_centralization(100, lam, 0.0)
