@@ -368,7 +368,12 @@ def finite_n_mean(n_stations, lam, p):
       is negligible (Gaussian tail), so by the gap formula
       :math:`E s_i = s^I_i` up to that tail for :math:`i \le i^*`, and the excess is
       the mean number of jobs above :math:`i^*` per station.  They form a fast M/M/1
-      queue with load :math:`\rho`: excess :math:`\approx \rho/((1-\rho) N)` (O(1/N)).
+      queue with load :math:`\rho`: excess :math:`\approx \rho/((1-\rho) N)` (O(1/N)),
+      plus the correction :math:`\mathrm{Var}(\rho_t)/((1-\rho)^3 N)` from the
+      fluctuating load :math:`\rho_t = \lambda s_{i^*}(t)/p`, with
+      :math:`\mathrm{Var}(\rho_t) = (\lambda/p)^2 \Sigma_{i^*i^*}/N` (the queue follows
+      its load quasi-statically; second-order Taylor expansion of
+      :math:`\rho/(1-\rho)`).
     * ``"critical"`` (:math:`\kappa/((1-p)\sigma_Y) < 4`, with ``top_z >= 3``): the
       mass above the top is of order :math:`N^{-1/2}`; excess
       :math:`\approx E[Y]/\sqrt N`, Y the stationary reflected linear diffusion at the
@@ -418,12 +423,17 @@ def finite_n_mean(n_stations, lam, p):
                            kappa, top_z, details)
     regime = "well-populated" if push >= _CRITICAL_Z else "critical"
     if push >= _CRITICAL_Z:
-        ex = rho / ((1.0 - rho) * n)
-        # next order: fluctuations of the load (Jensen) and the local servers of the
-        # stations above the top, both relative O(1/(N (1 - rho)^2)); floor 10%
-        jensen = (lam / p) ** 2 * (S[-1, -1] if top else 0.0) / ((1.0 - rho) ** 2 * n)
-        err = ex * (0.1 + jensen + 1.0 / (n * p * (1.0 - rho)))
-        details["formula"] = "mm1"
+        # M/M/1 above the top with load rho, plus the first correction: the load
+        # lam s_{i*}(t)/p fluctuates with variance (lam/p)^2 Sigma/N and the queue follows
+        # it quasi-statically, E f(rho) ~ f + f''/2 Var, f = rho/(1-rho), f'' = 2/(1-rho)^3
+        var_rho = (lam / p) ** 2 * (S[-1, -1] if top else 0.0) / n
+        mm1 = rho / ((1.0 - rho) * n)
+        jensen = var_rho / ((1.0 - rho) ** 3 * n)
+        ex = mm1 + jensen
+        # error: the correction itself (the next term is of its order), the local
+        # servers of the stations above the top (relative 1/(N p (1 - rho))), 10% floor
+        err = 0.1 * ex + jensen + ex / (n * p * (1.0 - rho))
+        details.update(formula="mm1 + load fluctuation", mm1=mm1, load_correction=jensen)
         return FiniteNMean(n, lam, p, fluid, ex, fluid + ex, err, regime, rho, kappa,
                            top_z, details)
     if top == 0:

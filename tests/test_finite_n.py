@@ -115,8 +115,13 @@ def test_well_populated_is_the_mm1_above_the_top():
     r = qt.finite_n_mean(n, lam, p)
     s = qt.invariant_state(lam, p)
     rho = lam * s[-1] / p
+    S = qt.fluctuation_covariance(lam, p)
+    jensen = (lam / p) ** 2 * S[-1, -1] / n / ((1 - rho) ** 3 * n)
     assert r.regime == "well-populated"
-    assert abs(r.excess - rho / ((1 - rho) * n)) < 1e-15
+    assert abs(r.excess - rho / ((1 - rho) * n) - jensen) < 1e-15
+    # lam < p: no fluctuating top level, exactly the M/M/1 form lam/((p - lam) N)
+    r0 = qt.finite_n_mean(n, 0.3, 0.5)
+    assert abs(r0.excess - 0.3 / (0.2 * n)) < 1e-15
     # the excess is >= 0 and the mean at least the fluid value (the proved lower bound)
     assert r.mean >= r.fluid_mean
 
