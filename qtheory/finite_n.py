@@ -260,6 +260,10 @@ def _reflected_top_mean(lam, p, s, kappa, *, paths=200, dt=0.02, seed=20261201):
     K = diag.size
     mu = max(1e-3, -float(np.max(np.linalg.eigvals(A).real)))
     T = max(100.0, 15.0 / mu)
+    # at most 20,000 steps: slow relaxation (heavy traffic) gets longer steps, up to 0.1
+    # (stable: the eigenvalues of A are at most 2 (1 + lam) in modulus)
+    dt = min(max(dt, T / 20_000), 0.1)
+    T = min(T, 20_000 * dt)
     n = int(T / dt)
     burn = n // 4
     rng = np.random.default_rng(seed)
