@@ -86,6 +86,12 @@ from .explorers import (  # noqa: F401
     invariant_view,
     small_system_view,
 )
+from .finite_n import (  # noqa: F401
+    FiniteNMean,
+    finite_n_mean,
+    finite_n_min_centralization,
+    fluctuation_covariance,
+)
 from .simulation import (  # noqa: F401
     SimulationResult,
     SimulationWarning,
@@ -139,6 +145,10 @@ __all__ = [
     "simulate",
     "RunPlan",
     "plan_run",
+    "FiniteNMean",
+    "finite_n_mean",
+    "finite_n_min_centralization",
+    "fluctuation_covariance",
     "ExactResult",
     "TruncationWarning",
     "exact_memory_estimate",

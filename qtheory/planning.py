@@ -193,15 +193,14 @@ def _linear_noise(lam, p, s):
     """sigma^2 and tau of the mean queue length in the linear-noise model around s."""
     from scipy.linalg import solve_banded, solve_continuous_lyapunov
 
+    from .finite_n import _drift_jacobian_and_noise
+
     K = s.size - 1
-    sp_ = np.append(s, 0.0)
-    D = lam * (sp_[:-2] - sp_[1:-1]) + (1.0 - p) * (sp_[1:-1] - sp_[2:])
     # Top level: the central tokens (Poisson, rate p) that serve it are the tokens left
     # over by arrivals to top-level stations (rate lam s_K), which open level K + 1 and
-    # are served at once: both streams add noise, p + lam s_K.
-    D[-1] += p + lam * s[-1]
-    diag = np.full(K, -(lam + 1.0 - p))
-    diag[-1] = -(1.0 - p)
+    # are served at once: both streams add noise, p + lam s_K (shared with
+    # qtheory.fluctuation_covariance).
+    diag, D = _drift_jacobian_and_noise(lam, p, s)
     # A: sub-diagonal lam, super-diagonal 1 - p; A^T u = c as a banded solve.
     ab = np.zeros((3, K))
     ab[0, 1:] = lam          # super-diagonal of A^T
