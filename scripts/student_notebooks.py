@@ -12,9 +12,10 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   ``{prf:ref}`` -> "Exercise 4", "Theorem 1", ``{cite}`` -> "(Tsitsiklis and Xu, 2012)"),
   labelled equations get ``\\tag{n}``, figure captions (cell metadata in the book) become a
   Markdown cell under the figure's code, and cited works are listed at the end;
-* the first cell installs the exact qtheory version the book was built with, from the
-  repository named in ``_config.yml`` (``repository.url``) at the tag ``v<version>``
-  (``--ref`` picks another tag or a commit).  It skips the installation when that version
+* the first cell installs the exact qtheory version the book was built with: the wheel
+  attached to the GitHub release ``v<version>`` of the repository named in ``_config.yml``
+  (``repository.url``; see ``install_spec``), or the repository at another git ref given
+  with ``--ref``.  It skips the installation when that version
   is already importable (a local checkout with ``pip install -e .``).
 
 Numbers (equations, figures, exercises, theorems) are those of the book: the table of
@@ -488,11 +489,22 @@ def strip_solutions(cells, chapter):
     return out
 
 
+def install_spec(version: str, url: str, ref: str, extras: str = "") -> str:
+    """What a notebook's first cell installs: the wheel attached to the GitHub release
+    ``v<version>`` (made by .github/workflows/release.yml from this version), or, for
+    another ``--ref``, the repository at that git ref."""
+    url = url.rstrip("/")
+    if ref == f"v{version}":
+        return (f"qtheory{extras} @ {url}/releases/download/v{version}/"
+                f"qtheory-{version}-py3-none-any.whl")
+    return f"qtheory{extras} @ git+{url}@{ref}"
+
+
 def install_cell(version: str, url: str, ref: str):
-    spec = f"qtheory[widgets] @ git+{url.rstrip('/')}@{ref}"
+    spec = install_spec(version, url, ref, "[widgets]")
     source = (
         f"# Installs qtheory {version}, the version this notebook was made with (from\n"
-        f"# {url} at {ref}). Skipped when qtheory {version} is already installed.\n"
+        f"# {url}, release {ref}). Skipped when qtheory {version} is already installed.\n"
         "import importlib.metadata\n"
         "\n"
         "try:\n"
