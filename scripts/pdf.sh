@@ -19,7 +19,7 @@ ensure_tex() {
   for cmd in xelatex latexmk pdftotext pdftoppm; do
     command -v "$cmd" >/dev/null || missing+=("$cmd")
   done
-  if [ ${#missing[@]} -eq 0 ] && fc-list | grep -qi FreeSerif; then return 0; fi
+  if [ ${#missing[@]} -eq 0 ] && fc-list : family 2>/dev/null | grep -ci FreeSerif >/dev/null; then return 0; fi
   echo "[qtheory] TeX tools missing (${missing[*]:-FreeFont}): installing Debian packages"
   local SUDO=""
   if [ "$(id -u)" -ne 0 ]; then

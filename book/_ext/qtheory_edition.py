@@ -60,6 +60,12 @@ LATEX_PREAMBLE = r"""
 % #1: heading ("Theorem 7.2"), #2: the block's title, e.g. " (Little's law)"
 \newenvironment{qtprfplain}[2]{\renewcommand{\qtprfheading}{#1}\begin{qtprfplainenv}[#2]}{\end{qtprfplainenv}}
 \newenvironment{qtprfdef}[2]{\renewcommand{\qtprfheading}{#1}\begin{qtprfdefenv}[#2]}{\end{qtprfdefenv}}
+% an anchor whose \ref prints Sphinx's number (#1) of a theorem or an exercise: numbered
+% references ("Exercise \ref{...}") show the number the HTML shows, not a section's
+\makeatletter
+\newcommand{\qtlabel}[2]{\begingroup\phantomsection\def\@currentlabel{#1}\label{#2}\endgroup}
+\makeatother
+\setlength{\headheight}{14pt}
 """
 
 #: text/plain stand-ins of outputs that only a browser can show
@@ -104,9 +110,9 @@ def _config_inited(app: Sphinx, config) -> None:
 # ---------------------------------------------------------------------------------------
 # 2. sphinx-proof in LaTeX
 # ---------------------------------------------------------------------------------------
-def _number(self, node) -> str:
+def _number(self, node, typ: str | None = None) -> str:
     """The number the HTML shows for this block ("7.2"), from Sphinx's toc_fignumbers."""
-    typ = node.get("countertype") or node.get("type", "")
+    typ = typ or node.get("countertype") or node.get("type", "")
     ids = node.get("ids", [])
     if not ids:
         return ""
@@ -117,6 +123,27 @@ def _number(self, node) -> str:
         if found:
             return ".".join(map(str, found))
     return ""
+
+
+def _label(self, node_id: str, number: str) -> str:
+    """Sphinx's anchor ``doc:id`` for a block; ``\\ref`` to it prints ``number``."""
+    target = self.idescape(f"{self.curfilestack[-1]}:{node_id}")
+    if not number:
+        return self.hypertarget(node_id, anchor=True)
+    return f"\\qtlabel{{{number}}}{{{target}}}"
+
+
+def _exercise_visitor(original):
+    """sphinx-exercise's LaTeX visitor, plus an anchor that numbered references find."""
+
+    def visit(self, node):
+        # before the admonition: \begin{sphinxadmonition}{note}{title} takes arguments
+        number = _number(self, node, "exercise")
+        for node_id in node.get("ids", []):
+            self.body.append("\n" + _label(self, node_id, number))
+        original(self, node)
+
+    return visit
 
 
 def _kind_title(node) -> str:
@@ -135,8 +162,9 @@ def visit_prf_latex(self, node) -> None:
         if number:
             heading += " " + number
     self.body.append("\n")
+    number = _number(self, node)
     for node_id in node.get("ids", []):
-        self.body.append(self.hypertarget(node_id, anchor=True))
+        self.body.append(_label(self, node_id, number))
     # the title node (visited next) writes "{...}": the environment's second argument
     self.body.append(f"\\begin{{{env_name}}}{{{heading}}}")
     self.context.append(f"\\end{{{env_name}}}\n")
@@ -228,6 +256,12 @@ def setup(app: Sphinx):
     for node_class in list(NODE_TYPES.values()) + [unenumerable_node]:
         app.add_node(node_class, override=True, latex=(visit_prf_latex, depart_prf_latex))
     app.add_node(proof_node, override=True, latex=(visit_proof_latex, depart_proof_latex))
+    app.setup_extension("sphinx_exercise")
+    from sphinx_exercise import nodes as exercise_nodes
+
+    app.add_node(exercise_nodes.exercise_enumerable_node, override=True, latex=(
+        _exercise_visitor(exercise_nodes.visit_exercise_enumerable_node),
+        exercise_nodes.depart_exercise_enumerable_node))
 
     app.connect("config-inited", _config_inited)
     app.connect("doctree-resolved", _drop_browser_only)
