@@ -162,8 +162,11 @@ def test_bibliography(text):
     assert "Tsitsiklis" in flat and "Stochastic Systems" in flat
 
 
-def test_version_is_the_package_version(text):
-    assert f"Release {qtheory_version()}" in _flat(text)
+def test_version_and_licences(text):
+    flat = _flat(text)
+    assert f"Release {qtheory_version()}" in flat
+    assert f"version {qtheory_version()}" in flat and "CC BY 4.0" in flat
+    assert "MIT License" in flat
 
 
 def _pdf_figures(pdf: Path) -> int:

@@ -68,6 +68,19 @@ LATEX_PREAMBLE = r"""
 \setlength{\headheight}{14pt}
 """
 
+LICENCE_PAGE = r"""
+\clearpage\thispagestyle{empty}\vspace*{\fill}
+\noindent\textit{The Power of a Little Centralization}, version @VERSION@ (the version of
+the \texttt{qtheory} library it was built with). Copyright \copyright{} 2026 The qtheory
+authors.\par\medskip
+\noindent Text and figures: Creative Commons Attribution 4.0 International (CC BY 4.0),
+\url{https://creativecommons.org/licenses/by/4.0/}. Code (the \texttt{qtheory} library,
+the code cells, scripts and tests): MIT License. See \texttt{LICENSE-text.md},
+\texttt{LICENSE} and, to cite the book, \texttt{CITATION.cff} in the repository,
+\url{https://github.com/qtheory/qtheory}.
+\clearpage
+"""
+
 #: text/plain stand-ins of outputs that only a browser can show
 BROWSER_ONLY = re.compile(
     r"^\s*(<IPython\.core\.display\.\w+ object>"
@@ -96,6 +109,9 @@ def _config_inited(app: Sphinx, config) -> None:
     config.release = version
     elements = dict(config.latex_elements or {})
     elements["preamble"] = elements.get("preamble", "") + LATEX_PREAMBLE
+    # the back of the title page: version and licences, then the table of contents
+    elements["tableofcontents"] = LICENCE_PAGE.replace("@VERSION@", version) + \
+        elements.get("tableofcontents", r"\sphinxtableofcontents")
     config.latex_elements = elements
     options = dict(config.html_theme_options or {})
     footer = options.get("extra_footer", "")
