@@ -11,9 +11,6 @@
 # Each sets up .venv like scripts/book.sh; the assignments also install
 # requirements-course.txt (otter-grader). Extra arguments go to the underlying command
 # (e.g. `student-notebooks --ref <commit>`).
-# The notebooks' first cell installs qtheory <version> (qtheory/__init__.py) from the wheel
-# attached to the GitHub release v<version> (.github/workflows/release.yml makes it);
-# with --ref <commit> it installs the repository at that commit instead.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 
 course_requirements() {
@@ -59,7 +56,7 @@ case "$cmd" in
     course_requirements
     python scripts/assignments.py build ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || { echo "unknown command: $cmd"; exit 2; }
     exit 2 ;;
 esac

@@ -12,10 +12,9 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   ``{prf:ref}`` -> "Exercise 4", "Theorem 1", ``{cite}`` -> "(Tsitsiklis and Xu, 2012)"),
   labelled equations get ``\\tag{n}``, figure captions (cell metadata in the book) become a
   Markdown cell under the figure's code, and cited works are listed at the end;
-* the first cell installs the exact qtheory version the book was built with: the wheel
-  attached to the GitHub release ``v<version>`` of the repository named in ``_config.yml``
-  (``repository.url``; see ``install_spec``), or the repository at another git ref given
-  with ``--ref``.  It skips the installation when that version
+* the first cell installs the exact qtheory version the book was built with, from the
+  repository named in ``_config.yml`` (``repository.url``) at the tag ``v<version>``
+  (``--ref`` picks another tag or a commit).  It skips the installation when that version
   is already importable (a local checkout with ``pip install -e .``).
 
 Numbers (equations, figures, exercises, theorems) are those of the book: the table of
