@@ -24,7 +24,8 @@ What it does
 5. **The PDF in the HTML.** When ``_build/pdf/qtheory-book.pdf`` exists (written by
    ``scripts/pdf.sh``), it is copied into the HTML output as ``qtheory-book.pdf`` and the
    theme's download menu gets a "PDF edition" entry on every page. Without a PDF, nothing
-   is added (no dead link). The footer names the version and the licences.
+   is added (no dead link); nor in the edition without solutions (``hide_solutions``), as
+   the PDF has them. The footer names the version and the licences.
 """
 
 from __future__ import annotations
@@ -233,8 +234,15 @@ def _drop_browser_only(app: Sphinx, doctree, docname: str) -> None:
 # ---------------------------------------------------------------------------------------
 # 5. the PDF offered by the HTML
 # ---------------------------------------------------------------------------------------
+def _offer_pdf(app: Sphinx) -> bool:
+    """Only the full HTML book offers the PDF: the edition without solutions
+    (sphinx-exercise's hide_solutions) must not hand out a PDF with them."""
+    return (app.builder.format == "html" and PDF_SOURCE.is_file()
+            and not getattr(app.config, "hide_solutions", False))
+
+
 def _add_pdf_button(app: Sphinx, pagename, templatename, context, doctree) -> None:
-    if app.builder.format != "html" or not PDF_SOURCE.is_file():
+    if not _offer_pdf(app):
         return
     buttons = context.get("header_buttons")
     if not isinstance(buttons, list):
@@ -257,7 +265,7 @@ def _add_pdf_button(app: Sphinx, pagename, templatename, context, doctree) -> No
 
 
 def _copy_pdf(app: Sphinx, exc) -> None:
-    if exc is not None or app.builder.format != "html" or not PDF_SOURCE.is_file():
+    if exc is not None or not _offer_pdf(app):
         return
     shutil.copy2(PDF_SOURCE, Path(app.outdir) / PDF_NAME)
     LOGGER.info(f"qtheory_edition: {PDF_NAME} copied into the HTML output")
