@@ -213,3 +213,21 @@ def test_cross_references_are_links(pdf):
     dests = subprocess.run([_tool("pdfinfo"), "-dests", str(pdf)], capture_output=True,
                            text=True, check=True).stdout.count("\n")
     assert internal > 500 and dests > 500, (internal, dests)
+
+
+def test_figure_and_equation_numbers_equal_html(text):
+    # the HTML numbers figures and equations through the whole book ("Fig. 3", "(15)");
+    # the PDF must print the same numbers (book/_ext/qtheory_edition.py: _global_numbers)
+    html_figs, html_eqs = [], set()
+    for doc in toc_docnames():
+        page = HTML / f"{doc}.html"
+        if not page.is_file():
+            skip_or_fail(f"no HTML page {page.relative_to(ROOT)}: bash scripts/book.sh")
+        html = page.read_text(encoding="utf-8")
+        html_figs += re.findall(r'caption-number">Fig\. (\d+(?:\.\d+)*)', html)
+        html_eqs |= set(re.findall(r'<span class="eqno">\((\d+(?:\.\d+)*)\)', html))
+    pdf_figs = re.findall(r"^Fig\. (\d+(?:\.\d+)*): ", text, re.M)
+    assert html_figs and pdf_figs == html_figs
+    pdf_eqs = set(re.findall(r"\((\d+(?:\.\d+)*)\)\s*$", text, re.M))
+    missing = sorted(html_eqs - pdf_eqs)
+    assert html_eqs and not missing, f"equation numbers of the HTML not in the PDF: {missing}"
