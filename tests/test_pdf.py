@@ -40,7 +40,8 @@ from qtheory_edition import qtheory_version  # noqa: E402
 RAW_MARKUP = ["{prf:", "{eq}`", "{numref}`", "{cite}`", "{ref}`", "{doc}`", "{glue",
               "{exercise", "{solution", "```", ":::", "\\begin{", "\\end{", "\\label{",
               "\\ref{", "\\cite{", "<IPython.core.display", "(children=",
-              "sphinxadmonition", "{math}`", "{code-cell}", "{figure}", "{margin}"]
+              "sphinxadmonition", "{math}`", "{code-cell}", "{figure}", "{margin}",
+              "<Explorer '"]
 #: math that was not parsed: "$\\cmd" not inside a string literal of a code cell
 RAW_MATH = re.compile(r"(?<![\"'\w])\$+\\[A-Za-z]+")
 

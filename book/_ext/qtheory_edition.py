@@ -19,7 +19,8 @@ What it does
 3. **Exercises and solutions in the PDF** keep sphinx-exercise's own LaTeX (headed
    "Exercise n" and "Solution to Exercise n", after each exercise).
 4. **Outputs that only make sense in a browser** (the text/plain stand-ins of HTML
-   animations and of widgets, e.g. ``<IPython.core.display.HTML object>``) are dropped from
+   animations, of widgets and of the book's explorers, e.g. ``<IPython.core.display.HTML
+   object>``, ``<Explorer 'fluid': ...>``) are dropped from
    the LaTeX output; the static figure next to each explorer stays.
 5. **The PDF in the HTML.** When ``_build/pdf/qtheory-book.pdf`` exists (written by
    ``scripts/pdf.sh``), it is copied into the HTML output as ``qtheory-book.pdf`` and the
@@ -86,6 +87,7 @@ the code cells, scripts and tests): MIT License. See \texttt{LICENSE-text.md},
 BROWSER_ONLY = re.compile(
     r"^\s*(<IPython\.core\.display\.\w+ object>"
     r"|<matplotlib\.animation\.\w+ object at 0x[0-9a-f]+>"
+    r"|<Explorer '[^']*': .*drawn by the\s+HTML book.*>"
     r"|(interactive|VBox|HBox|Output|Box|Tab|Accordion|GridBox)\(children=.*"
     r"|\w+(Slider|Dropdown|Button|Checkbox|Text|Play)\(.*\))\s*$",
     re.S,
