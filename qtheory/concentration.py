@@ -306,9 +306,9 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     each: :func:`qtheory.simulate` for the time averages of ``s`` (the mean queue length,
     the spill-over and the bias) and :func:`qtheory.sample_path` for ``n_snapshots``
     equally spaced snapshots of :math:`\|s^N(t) - s^I\|_1` (the expected distance).  A
-    run therefore covers :math:`T = ` ``events_per_run`` :math:`/(N(1+\lambda))` time
-    units, of which the first ``warmup_fraction`` is discarded; intervals are 95% batch
-    means over ``n_batches`` batches.
+    run therefore covers :math:`T = E/(N(1+\lambda))` time units, with :math:`E` =
+    ``events_per_run``, of which the first ``warmup_fraction`` is discarded; intervals
+    are 95% batch means over ``n_batches`` batches.
 
     Parameters
     ----------

@@ -41,7 +41,7 @@ DEFAULT_OUT = ROOT / "_build" / "assignments"
 OTTER_VERSION = "7.0.0"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from student_notebooks import qtheory_version, repository_url  # noqa: E402
+from student_notebooks import install_spec, qtheory_version, repository_url  # noqa: E402
 
 
 def masters():
@@ -67,9 +67,9 @@ def _env():
 
 
 def setup_cell(name: str, version: str, url: str, ref: str):
-    spec = f"qtheory @ git+{url.rstrip('/')}@{ref}"
+    spec = install_spec(version, url, ref)
     source = (
-        f"# Set-up: installs qtheory {version} (the version of the book; from {url} at\n"
+        f"# Set-up: installs qtheory {version} (the version of the book; from {url}, release\n"
         f"# {ref}) and otter-grader {OTTER_VERSION} when they are missing, then starts the grader.\n"
         "import importlib.metadata\n"
         "\n"
@@ -112,7 +112,7 @@ def prepare(master: Path, workdir: Path, version: str, url: str, ref: str) -> Pa
     nbformat.write(nb, dest)
     (workdir / "requirements.txt").write_text(
         f"# grading environment of the assignment {name}\n"
-        f"qtheory @ git+{url.rstrip('/')}@{ref}\n")
+        f"{install_spec(version, url, ref)}\n")
     return dest
 
 

@@ -46,7 +46,9 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   instructor-book) instructor_book "$@" ;;
-  student-notebooks) python scripts/student_notebooks.py "$@" ;;
+  student-notebooks)
+    echo "[qtheory] the notebooks install: $(python -c 'import sys; sys.path.insert(0, "scripts"); import student_notebooks as s; v = s.qtheory_version(); print(s.install_spec(v, s.repository_url(), "v" + v))') (unless --ref is given)"
+    python scripts/student_notebooks.py "$@" ;;
   assignments) course_requirements; python scripts/assignments.py build "$@" ;;
   grade) course_requirements; python scripts/assignments.py grade "$@" ;;
   requirements) course_requirements ;;

@@ -576,11 +576,22 @@ def strip_solutions(cells, chapter):
     return out
 
 
+def install_spec(version: str, url: str, ref: str, extras: str = "") -> str:
+    """What a notebook's first cell installs: the wheel attached to the GitHub release
+    ``v<version>`` (made by .github/workflows/release.yml from this version), or, for
+    another ``--ref``, the repository at that git ref."""
+    url = url.rstrip("/")
+    if ref == f"v{version}":
+        return (f"qtheory{extras} @ {url}/releases/download/v{version}/"
+                f"qtheory-{version}-py3-none-any.whl")
+    return f"qtheory{extras} @ git+{url}@{ref}"
+
+
 def install_cell(version: str, url: str, ref: str):
-    spec = f"qtheory[widgets] @ git+{url.rstrip('/')}@{ref}"
+    spec = install_spec(version, url, ref, "[widgets]")
     source = (
         f"# Installs qtheory {version}, the version this notebook was made with (from\n"
-        f"# {url} at {ref}). Skipped when qtheory {version} is already installed.\n"
+        f"# {url}, release {ref}). Skipped when qtheory {version} is already installed.\n"
         "import importlib.metadata\n"
         "\n"
         "try:\n"

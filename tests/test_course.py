@@ -310,8 +310,8 @@ def test_converter_keeps_hidden_cells(sample_notebook):
 def test_converter_install_cell(sample_notebook):
     first = sample_notebook.cells[0]
     assert first.cell_type == "code"
-    assert '%pip install --quiet "qtheory[widgets] @ git+https://example.org/q/q@v9.8.7"' \
-        in first.source
+    assert ('%pip install --quiet "qtheory[widgets] @ https://example.org/q/q/releases/'
+            'download/v9.8.7/qtheory-9.8.7-py3-none-any.whl"') in first.source
     assert '!= "9.8.7"' in first.source
 
 
@@ -351,8 +351,9 @@ def test_student_notebook(path, student_dir):
     first = nb.cells[0]
     url = sn.repository_url()
     assert first.cell_type == "code"
-    assert (f'%pip install --quiet "qtheory[widgets] @ git+{url}@v{qtheory.__version__}"'
-            in first.source)
+    v = qtheory.__version__
+    assert (f'%pip install --quiet "qtheory[widgets] @ {url}/releases/download/v{v}/'
+            f'qtheory-{v}-py3-none-any.whl"' in first.source)
     assert nb.metadata["qtheory"]["version"] == qtheory.__version__
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     code = [c.source.strip() for c in nb.cells if c.cell_type == "code"]
