@@ -13,8 +13,9 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   labelled equations get ``\\tag{n}``, figure captions (cell metadata in the book) become a
   Markdown cell under the figure's code, and cited works are listed at the end;
 * the first cell installs the exact qtheory version the book was built with, from the
-  repository named in ``_config.yml`` (``repository.url``) at the tag ``v<version>``
-  (``--ref`` picks another tag or a commit).  It skips the installation when that version
+  release ``v<version>`` of the repository named in ``_config.yml`` (``repository.url``):
+  the wheel that .github/workflows/release.yml attaches to that release (``--ref`` picks
+  another tag or a commit, installed from git).  It skips the installation when that version
   is already importable (a local checkout with ``pip install -e .``);
 * values the book quotes in its text with MyST-NB's glue (``{glue:text}`name:.3f```,
   ``{glue}`name```, the ``{glue}`` directives) are written into the text, formatted as
