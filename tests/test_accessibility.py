@@ -38,7 +38,8 @@ from urllib.parse import urlparse
 import pytest
 
 from built_book import HTML, ROOT, built_pages, require_build, skip_or_fail
-from test_browser import CHROMIUM_ARGS, PAGE_REPORT_JS, _chromium, serve
+from test_browser import PAGE_REPORT_JS, serve
+from test_browser import browser, server  # noqa: F401  (fixtures)
 
 #: axe-core from npm (checked with `npm view axe-core version`, December 2026).
 AXE = ("axe-core", "4.14.1")
@@ -68,29 +69,6 @@ def axe_source() -> str:
 @pytest.fixture(scope="module")
 def axe():
     return axe_source()
-
-
-@pytest.fixture(scope="module")
-def server():
-    require_build()
-    with serve(HTML) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        skip_or_fail("Playwright is not installed (pip install -r requirements.txt)")
-    exe = _chromium()
-    if exe is None:
-        skip_or_fail("Chromium not found: `apt-get install chromium` "
-                     "(or set QTHEORY_CHROMIUM to a Chromium binary)")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 # Runs in the page after axe has been injected: the scan and every image's alt text.
