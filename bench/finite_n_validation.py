@@ -1,20 +1,26 @@
 """Validate qtheory.finite_n_mean against exact solutions (N = 2..4) and planned simulations.
 
-Writes book/data/finite_n_validation.json (seeds, plans, commit, measured and predicted
-excess E[v^N_1] - v^I_1).  Usage:
+Writes book/data/finite_n_validation.json: for every row the seeds, plans, commit, the
+measured excess E[v^N_1] - v^I_1 with its 95% interval, and the prediction.  Usage:
 
     python bench/finite_n_validation.py [--sims all|none] [--out PATH]
     python bench/finite_n_validation.py --repredict   # new predictions, stored witnesses
 
-Cost (December 2026, shared 2-core machine, one run): 660 s in all, the exact part 26 s,
-the N = 1e4 row at (0.9, 0.2) 521 s (3.4e10 events), every other row under 40 s.  Each
-simulation row is planned for a 95% half-width of 20% of the predicted excess (at least
-1e-5; the N = 1e4 row at (0.9, 0.2) for 4e-4) with n_chains=2, capped at 3e9 events (4e10
-for that row); rows whose plan exceeds the cap are skipped and listed.  --repredict
-recomputes only the predictions (seconds) and records predictions_commit.
+Simulations: a grid of 15 (lam, p) points (well-populated, critical and sparse top
+levels) times N = 1e2, 1e3, 1e4, 1e5.  Each row is measured in two stages, both planned by
+qt.plan_run with two chains started empty (warm-up and batch lengths from the relaxation
+time): a pilot of at most PILOT_EVENTS events, then a run aiming at a 95% half-width of
+5% of the pilot's excess, with the plan's variance model corrected by the ratio of the
+pilot's realized to predicted half-width, capped at MAX_EVENTS events.  The pilot is
+only used to size the second run; the stored value is the second run's.  A row whose
+half-width exceeds half its measured excess is stored and marked "resolved": False.
+The measurement does not depend on the model being validated (the model's prediction only
+sets the pilot's length), so --repredict recomputes the predictions (seconds) against
+the stored measurements and records predictions_commit.
 """
 import argparse
 import json
+import math
 import subprocess
 import time
 import warnings
@@ -28,15 +34,91 @@ EXACT = {  # (lam, p): truncation K for N = 2, 3, 4
     (0.6, 0.3): (30, 20, 14), (0.8, 0.3): (40, 28, 20), (0.8, 0.1): (40, 28, 20),
     (0.7, 0.4): (30, 20, 14), (0.85, 0.25): (40, 30, 22), (0.5, 0.4): (24, 16, 12),
 }
-SIMS = [  # (N, lam, p, seed, half-width or None = 20% of the predicted excess)
-    (100, 0.9, 0.2, 11, None), (1000, 0.9, 0.2, 1, None), (10000, 0.9, 0.2, 1, 4e-4),
-    (100, 0.7, 0.2, 12, None), (1000, 0.7, 0.2, 18, None),
-    (100, 0.3, 0.5, 14, None), (1000, 0.3, 0.5, 13, None), (100000, 0.3, 0.5, 19, None),
-    (1000, 0.9, 0.1, 15, None), (100, 0.99, 0.05, 16, None),
-    (1000, 0.8, 0.3, 17, None), (1000, 0.6, 0.3, 20, None), (10000, 0.6, 0.3, 21, None),
+GRID = [  # (lam, p)
+    (0.3, 0.5), (0.5, 0.4), (0.6, 0.3), (0.7, 0.4), (0.9, 0.2), (0.95, 0.3),
+    (0.5, 0.2), (0.8, 0.1), (0.9, 0.1),
+    (0.7, 0.2), (0.8, 0.3), (0.85, 0.25), (0.95, 0.1), (0.99, 0.2), (0.99, 0.05),
 ]
-MAX_EVENTS = 3e9
-MAX_EVENTS_FIXED = 4e10  # rows with a fixed half-width (the N = 1e4 check)
+NS = (100, 1000, 10_000, 100_000)
+PILOT_EVENTS = 4e8
+MAX_EVENTS = 6e10
+REL_TARGET = 0.05
+
+
+def _plan_for_events(n, lam, p, h, budget, floor):
+    """plan_run at half-width h, widened until its expected events fit the budget.
+
+    ``floor`` is the shortest plan (warm-up and batch-length floors); it is used when the
+    widening does not reach the budget first."""
+    for _ in range(12):
+        try:
+            plan = qt.plan_run(n, lam, p, half_width=h, n_chains=2, calibrate=False)
+        except ValueError:  # more events than simulate accepts in one call
+            h *= 10.0
+            continue
+        if plan.expected_events <= budget:
+            return plan
+        h *= max(1.2, math.sqrt(plan.expected_events / budget))
+    return floor if floor.expected_events <= budget else None
+
+
+def _run(plan, seed):
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        return qt.simulate(**plan, seed=seed, progress=False)
+
+
+def identity_excess(r, lam, p):
+    """(estimate, 95% half-width, lag-1, per-batch values) from qt.excess_by_identity."""
+    e = qt.excess_by_identity(r)
+    return e.excess, e.half_width, e.lag1, e.batch_values
+
+
+def measure(n, lam, p, seed):
+    fluid = qt.mean_queue_length(lam, p) if lam > p else 0.0
+    try:  # the shortest run the plan allows (warm-up and batch-length floors)
+        floor = qt.plan_run(n, lam, p, half_width=10.0, n_chains=2, calibrate=False)
+    except ValueError as err:
+        return None, str(err)
+    if floor.expected_events > MAX_EVENTS:
+        return None, f"shortest plan {floor.expected_events:.3g} events"
+    guess = max(qt.finite_n_mean(n, lam, p).excess, 1.0 / n**1.5)
+    pilot = _plan_for_events(n, lam, p, 0.3 * guess,
+                             max(PILOT_EVENTS, 1.01 * floor.expected_events), floor)
+    if pilot is None:
+        return None, "pilot over budget"
+    t0 = time.time()
+    r1 = _run(pilot, seed)
+    m1, hr, lag1_1, _ = identity_excess(r1, lam, p)
+    if hr <= REL_TARGET * abs(m1):  # the pilot is already precise enough: it is the run
+        plan, r, used_seed = pilot, r1, seed
+    else:
+        corr = pilot.predicted_half_width / hr if hr > 0 else 1.0
+        target = REL_TARGET * m1 if m1 > 2 * hr else 0.5 * hr
+        target = max(target, 1e-8)
+        plan = _plan_for_events(n, lam, p, target * corr, MAX_EVENTS, floor)
+        if plan is None:
+            return None, f"final over budget (pilot excess {m1:.3g} +- {hr:.2g})"
+        used_seed = seed + 10_000
+        r = _run(plan, used_seed)
+    m, h, lag1, _ = identity_excess(r, lam, p)
+    row = dict(N=n, lam=lam, p=p, seed=used_seed, pilot_seed=seed,
+               pilot=dict(t_end=pilot.t_end, measured=m1, half_width=hr,
+                          n_events=int(r1.n_events)),
+               t_end=plan.t_end, warmup=plan.warmup, n_batches=plan.n_batches,
+               n_chains=plan.n_chains, relaxation_time=plan.relaxation_time,
+               n_events=int(r.n_events), fluid_mean=fluid,
+               measured=m, ci=[m - h, m + h], half_width=h, lag1=lag1,
+               direct=dict(measured=r.mean_queue_length - fluid,
+                           ci=[r.ci[0] - fluid, r.ci[1] - fluid], lag1=float(r.lag1)),
+               resolved=bool(h <= 0.5 * abs(m)), warnings=list(r.warnings),
+               seconds=time.time() - t0)
+    return row, None
+
+
+def predict(row):
+    pr = qt.finite_n_mean(row["N"], row["lam"], row["p"])
+    row.update(predicted=pr.excess, error=pr.error, regime=pr.regime)
 
 
 def main():
@@ -52,52 +134,46 @@ def main():
     if args.repredict:
         out = json.loads(Path(args.out).read_text())
         for row in out["exact"] + out["sims"]:
-            pr = qt.finite_n_mean(row["N"], row["lam"], row["p"])
-            row.update(predicted=pr.excess, error=pr.error, regime=pr.regime)
+            predict(row)
         out["predictions_commit"] = commit
         Path(args.out).write_text(json.dumps(out, indent=1))
         print("re-predicted", args.out)
         return
-    out = dict(commit=commit, predictions_commit=commit, exact=[], sims=[], skipped=[])
+    out = dict(commit=commit, predictions_commit=commit, exact=[], sims=[], skipped=[],
+               settings=dict(pilot_events=PILOT_EVENTS, max_events=MAX_EVENTS,
+                             rel_target=REL_TARGET))
     t0 = time.time()
     for (lam, p), Ks in EXACT.items():
         for N, K in zip((2, 3, 4), Ks):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ex = qt.exact_stationary(N, lam, p, max_queue=K, truncation_tol=1.0)
-            pr = qt.finite_n_mean(N, lam, p)
+            fluid = qt.mean_queue_length(lam, p) if lam > p else 0.0
             row = dict(N=N, lam=lam, p=p, K=K, boundary_mass=float(ex.boundary_mass),
-                       measured=float(ex.mean_queue_length - pr.fluid_mean),
-                       predicted=pr.excess, error=pr.error, regime=pr.regime)
+                       measured=float(ex.mean_queue_length - fluid))
+            predict(row)
             out["exact"].append(row)
             print("exact", row, flush=True)
     out["exact_seconds"] = time.time() - t0
     if args.sims == "all":
-        for N, lam, p, seed, h_fixed in SIMS:
-            pr = qt.finite_n_mean(N, lam, p)
-            h = h_fixed if h_fixed else max(0.2 * pr.excess, 1e-5)
-            cap = MAX_EVENTS_FIXED if h_fixed else MAX_EVENTS
-            try:
-                plan = qt.plan_run(N, lam, p, half_width=h, n_chains=2)
-            except ValueError as err:
-                out["skipped"].append(dict(N=N, lam=lam, p=p, why=str(err)))
-                continue
-            if plan.expected_events > cap:
-                out["skipped"].append(dict(N=N, lam=lam, p=p,
-                                           why=f"{plan.expected_events:.3g} events"))
-                print("skip", N, lam, p, plan.expected_events, flush=True)
-                continue
-            t1 = time.time()
-            r = qt.simulate(**plan, seed=seed, progress=False)
-            row = dict(N=N, lam=lam, p=p, seed=seed, half_width_target=h,
-                       t_end=plan.t_end, warmup=plan.warmup, n_batches=plan.n_batches,
-                       n_chains=plan.n_chains, n_events=int(r.n_events),
-                       measured=r.mean_queue_length - pr.fluid_mean,
-                       ci=[r.ci[0] - pr.fluid_mean, r.ci[1] - pr.fluid_mean],
-                       predicted=pr.excess, error=pr.error, regime=pr.regime,
-                       warnings=list(r.warnings), seconds=time.time() - t1)
-            out["sims"].append(row)
-            print("sim", row, flush=True)
+        for k, (lam, p) in enumerate(GRID):
+            for j, n in enumerate(NS):
+                seed = 100 * k + j + 1
+                t1 = time.time()
+                row, why = measure(n, lam, p, seed)
+                if row is None:
+                    out["skipped"].append(dict(N=n, lam=lam, p=p, why=why))
+                    print("skip", n, lam, p, why, flush=True)
+                else:
+                    predict(row)
+                    out["sims"].append(row)
+                    print(f"sim N={n} lam={lam} p={p}: {row['measured']:.4g} "
+                          f"({row['ci'][0]:.4g}, {row['ci'][1]:.4g}) pred "
+                          f"{row['predicted']:.4g} +- {row['error']:.2g} "
+                          f"[{row['regime']}] {row['n_events']:.3g} ev "
+                          f"{time.time() - t1:.0f} s", flush=True)
+                out["total_seconds"] = time.time() - t0
+                Path(args.out).write_text(json.dumps(out, indent=1))
     out["total_seconds"] = time.time() - t0
     Path(args.out).write_text(json.dumps(out, indent=1))
     print("wrote", args.out, "in", f"{out['total_seconds']:.0f} s")

@@ -87,7 +87,9 @@ from .explorers import (  # noqa: F401
     small_system_view,
 )
 from .finite_n import (  # noqa: F401
+    ExcessEstimate,
     FiniteNMean,
+    excess_by_identity,
     finite_n_mean,
     finite_n_min_centralization,
     fluctuation_covariance,
@@ -147,6 +149,8 @@ __all__ = [
     "plan_run",
     "FiniteNMean",
     "finite_n_mean",
+    "excess_by_identity",
+    "ExcessEstimate",
     "finite_n_min_centralization",
     "fluctuation_covariance",
     "ExactResult",
