@@ -580,8 +580,10 @@ def finite_n_mean(n_stations, lam, p):
     if push >= _FORMULA_PUSH and float(z_all.min()) >= _FAR_Z:
         ex = mm1 + jensen
         # error: the correction itself (the next term is of its order), the local
-        # servers of the stations above the top (relative 1/(N p (1 - rho))), 10% floor
-        err = 0.1 * ex + jensen + ex / (n * p * (1.0 - rho))
+        # servers of the stations above the top (k jobs above the top get about
+        # (1 - p) k extra service besides the central N p: relative
+        # (1 - p) rho/(N p (1 - rho)^2)), 10% floor
+        err = 0.1 * ex + jensen + ex * (1.0 - p) * rho / (n * p * (1.0 - rho) ** 2)
         details.update(formula="mm1 + load fluctuation", mm1=mm1, load_correction=jensen)
         return FiniteNMean(n, lam, p, fluid, ex, fluid + ex, err, "well-populated", rho,
                            kappa, top_z, details)
@@ -624,7 +626,7 @@ def _mean_no_top(n, lam, p, fluid, rho, kappa, top_z, push, sig_y, details):
                            kappa, top_z, details)
     if push >= _FORMULA_PUSH:
         ex = rho / ((1.0 - rho) * n)
-        err = 0.1 * ex + ex / (n * p * (1.0 - rho))
+        err = 0.1 * ex + ex * (1.0 - p) * rho / (n * p * (1.0 - rho) ** 2)
         details.update(formula="mm1")
         return FiniteNMean(n, lam, p, fluid, ex, fluid + ex, err, "well-populated", rho,
                            kappa, top_z, details)
