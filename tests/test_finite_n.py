@@ -180,6 +180,12 @@ def test_stored_validation_agrees_where_the_book_claims():
         assert abs(x["measured"] - x["predicted"]) <= x["half_width"] + x["error"], x
     for x in data["exact"]:
         assert abs(x["measured"] - x["predicted"]) <= x["error"], x
+    # held-out points (measured after the error estimate was fixed): out of sample
+    hold = data["holdout"]
+    assert len(hold) >= 12 and not data["holdout_skipped"]
+    assert not {(x["lam"], x["p"]) for x in hold} & {(x["lam"], x["p"]) for x in sims}
+    for x in hold:
+        assert abs(x["measured"] - x["predicted"]) <= x["half_width"] + x["error"], x
     key = {(x["N"], x["lam"], x["p"]): x for x in sims}
     for n in (1000, 10_000):   # the criterion at (0.9, 0.2)
         x = key[n, 0.9, 0.2]
