@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -249,6 +249,9 @@ _FAR_Z = 6.0
 # paths may need (raise beyond it rather than run for minutes)
 _BUDGET = 2e8
 _MAX_WORK = 1.2e9
+_MAX_N = 10**15
+# the pooled bound lam/(N(1 - lam)) counts as "not small" above this share of the mean
+_POOLED_SHARE = 0.1
 # the M/M/1 formula above the top replaces the diffusion when the push-back is strong
 _FORMULA_PUSH = 10.0
 
@@ -480,7 +483,10 @@ def finite_n_mean(n_stations, lam, p):
     Raises
     ------
     ValueError
-        If a parameter is out of range.
+        If a parameter is out of range (``n_stations`` at most 1e15), if the invariant
+        state has more than 800 levels (lam extremely close to 1), or if the Monte Carlo
+        of the reflected diffusion would be too long (lam close to 1 with a small p: the
+        message says so; simulate instead).
 
     Notes
     -----
@@ -492,6 +498,7 @@ def finite_n_mean(n_stations, lam, p):
     * ``p = 0`` or ``N = 1`` (``"exact"``): :math:`\lambda/(1-\lambda)` (independent
       M/M/1 queues; one M/M/1 queue of service rate 1).  ``fluid_mean`` is then that
       value too, and the excess 0 is the excess over it.
+
     Every prediction rests on the exact identity of the steady state (proved in the
     book): with :math:`\delta_i = E s^N_i - s^I_i`,
     :math:`(1-p)\delta_i = \lambda\delta_{i-1} + p P(M < i)` for :math:`1 \le i \le i^*`
@@ -528,6 +535,16 @@ def finite_n_mean(n_stations, lam, p):
       :math:`10/(p(1-\rho))` stations the closure ``_closure_mean`` (geometric counts),
       error half the excess.
 
+    Every prediction is raised to the pooled bound :math:`\lambda/(N(1-\lambda))` when it
+    is below it: the total number of jobs is stochastically larger than in one M/M/1
+    queue of service rate N (no configuration serves faster than N), so
+    :math:`E[v^N_1] \ge \lambda/(N(1-\lambda))` for every p (the chapter proves it).
+    Where that bound is not small against the predicted mean (above 10% of it), the
+    whole system is close to its total capacity, an aggregate effect the diffusion
+    around the fluid state leaves out (with N(1 - lam) well below 1 it underestimates by
+    factors of 2 to 9), and the bound is added to the error estimate;
+    ``details["pooled_bound"]`` holds it.
+
     The ``regime`` names what the top level does: ``"sparse"`` when its population is
     within 3 standard deviations of 0 (``top_z < 3``: it empties now and then and
     :math:`P(M < i^*)` matters), ``"critical"`` when the push-back
@@ -543,10 +560,27 @@ def finite_n_mean(n_stations, lam, p):
     expansion needs a smooth drift); Tsitsiklis and Xu (2012).
     """
     n = check_n_stations(n_stations)
+    if n > _MAX_N:
+        raise ValueError(f"n_stations must be an integer in [1, 1e15] for finite_n_mean "
+                         f"(the excess is then below float resolution of the mean), got "
+                         (f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"))
     lam = check_lam(lam)
     p = check_p(p)
     if p >= 1.0:
         raise ValueError(f"p must be in [0, 1) for finite_n_mean, got {p!r}")
+    r = _finite_n_mean_raw(n, lam, p)
+    if r.regime == "exact":
+        return r
+    # the pooled bound: one M/M/1 queue of service rate N serves at least as fast
+    pooled = lam / (n * (1.0 - lam))
+    mean = max(r.mean, pooled)
+    error = r.error + (pooled if pooled > _POOLED_SHARE * mean else 0.0)
+    details = dict(r.details, pooled_bound=pooled)
+    return replace(r, mean=mean, excess=mean - r.fluid_mean, error=error, details=details)
+
+
+def _finite_n_mean_raw(n, lam, p):
+    """finite_n_mean before the pooled bound, for checked arguments."""
     nan = float("nan")
     if p == 0.0 or lam == 0.0 or n == 1:
         # independent M/M/1 queues; N = 1 is one M/M/1 queue of rate 1 for every p
@@ -708,6 +742,12 @@ def excess_by_identity(result):
         If ``result`` is not a SimulationResult, ``p`` is 0 or 1 (no identity with a
         top level), or there are fewer than 2 batches.
 
+    Warns
+    -----
+    SimulationWarning
+        If every batch gives the same value (an interval of width 0: a run far too
+        short to say anything).
+
     Notes
     -----
     The interval assumes, as every batch-means interval, that the batches are long
@@ -744,6 +784,13 @@ def excess_by_identity(result):
         below += delta
     x = above + below
     h = float(stats.t.ppf(0.975, B - 1) * x.std(ddof=1) / math.sqrt(B))
+    if not h > 0.0:
+        import warnings
+
+        from .simulation import SimulationWarning
+        warnings.warn("excess_by_identity: every batch gives the same value, so the "
+                      "interval has width 0 and says nothing; the run is far too short "
+                      "(see qtheory.plan_run)", SimulationWarning, stacklevel=2)
     xs = x.reshape(int(result.n_chains), -1)
     xs = xs - xs.mean(axis=1, keepdims=True)
     den = float((xs * xs).sum())
@@ -775,7 +822,7 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
     conservative : bool, optional
         Require ``mean + error <= target`` (default) instead of ``mean <= target``.
     ptol : float, optional
-        Bisection tolerance on p, in ``(0, 0.01]`` (default 1e-3, finer than the
+        Bisection tolerance on p, in ``[1e-9, 0.01]`` (default 1e-3, finer than the
         prediction's own error warrants).
 
     Returns
@@ -803,13 +850,17 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
     Tsitsiklis and Xu (2012) (the fluid design); the finite-N excess of
     :func:`finite_n_mean`.
     """
-    from ._validation import check_real
+    from ._validation import check_flag, check_real
     from .design import min_centralization
 
     n = check_n_stations(n_stations)
     lam = check_lam(lam)
     target = check_real(target_mean_queue, "target_mean_queue", low=0.0, low_open=True)
-    ptol = check_real(ptol, "ptol", low=0.0, low_open=True, high=0.01)
+    ptol = check_real(ptol, "ptol", low=1e-9, high=0.01)
+    conservative = check_flag(conservative, "conservative")
+    if n > _MAX_N:
+        raise ValueError(f"n_stations must be an integer in [1, 1e15], got "
+                         (f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"))
     if target >= lam / (1.0 - lam):
         return 0.0
 
