@@ -250,6 +250,11 @@ _FAR_Z = 6.0
 _BUDGET = 2e8
 _MAX_WORK = 1.2e9
 _MAX_N = 10**15
+
+
+def _describe_int(n):
+    """A huge integer for an error message (float() of it may overflow)."""
+    return f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"
 # the pooled bound lam/(N(1 - lam)) counts as "not small" above this share of the mean
 _POOLED_SHARE = 0.1
 # the M/M/1 formula above the top replaces the diffusion when the push-back is strong
@@ -543,7 +548,8 @@ def finite_n_mean(n_stations, lam, p):
     whole system is close to its total capacity, an aggregate effect the diffusion
     around the fluid state leaves out (with N(1 - lam) well below 1 it underestimates by
     factors of 2 to 9), and the bound is added to the error estimate;
-    ``details["pooled_bound"]`` holds it.
+    ``details["pooled_bound"]`` holds it, ``details["unfloored_excess"]`` and
+    ``details["unfloored_error"]`` the values before this step.
 
     The ``regime`` names what the top level does: ``"sparse"`` when its population is
     within 3 standard deviations of 0 (``top_z < 3``: it empties now and then and
@@ -561,9 +567,9 @@ def finite_n_mean(n_stations, lam, p):
     """
     n = check_n_stations(n_stations)
     if n > _MAX_N:
-        raise ValueError(f"n_stations must be an integer in [1, 1e15] for finite_n_mean "
-                         f"(the excess is then below float resolution of the mean), got "
-                         (f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"))
+        raise ValueError("n_stations must be an integer in [1, 1e15] for finite_n_mean "
+                         "(the excess is then below float resolution of the mean), got "
+                         + _describe_int(n))
     lam = check_lam(lam)
     p = check_p(p)
     if p >= 1.0:
@@ -575,7 +581,8 @@ def finite_n_mean(n_stations, lam, p):
     pooled = lam / (n * (1.0 - lam))
     mean = max(r.mean, pooled)
     error = r.error + (pooled if pooled > _POOLED_SHARE * mean else 0.0)
-    details = dict(r.details, pooled_bound=pooled)
+    details = dict(r.details, pooled_bound=pooled, unfloored_excess=r.excess,
+                   unfloored_error=r.error)
     return replace(r, mean=mean, excess=mean - r.fluid_mean, error=error, details=details)
 
 
@@ -859,8 +866,8 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
     ptol = check_real(ptol, "ptol", low=1e-9, high=0.01)
     conservative = check_flag(conservative, "conservative")
     if n > _MAX_N:
-        raise ValueError(f"n_stations must be an integer in [1, 1e15], got "
-                         (f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"))
+        raise ValueError("n_stations must be an integer in [1, 1e15], got "
+                         + _describe_int(n))
     if target >= lam / (1.0 - lam):
         return 0.0
 

@@ -306,3 +306,43 @@ def test_covariance_p_positive_against_a_sample_path():
                   for b in np.array_split(np.arange(X.shape[0]), 10)])
     m, hw = v.mean(axis=0), 2.262 * v.std(axis=0, ddof=1) / math.sqrt(10)
     assert np.all(np.abs(m - np.diag(S)) <= hw + 0.02 * np.diag(S)), (np.diag(S), m, hw)
+
+
+def test_pooled_floor():
+    # the proved floor lam/(N(1 - lam)): exact small systems respect it, and the
+    # prediction is raised to it, with the bound in the error where it is not small
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qt.TruncationWarning)
+        ex = qt.exact_stationary(2, 0.9, 0.2, max_queue=60, truncation_tol=1.0)
+    assert ex.mean_queue_length >= 0.9 / (2 * 0.1)
+    for n, lam, p in [(100, 0.9999, 0.5), (2, 0.95, 0.3), (100, 0.99, 0.2)]:
+        r = qt.finite_n_mean(n, lam, p)
+        pooled = lam / (n * (1 - lam))
+        assert r.details["pooled_bound"] == pytest.approx(pooled)
+        assert r.mean >= pooled
+        if pooled > 0.1 * r.mean:
+            assert r.error >= pooled + r.details["unfloored_error"] - 1e-12
+        else:
+            assert r.error == r.details["unfloored_error"]
+
+
+def test_finite_n_bad_input_found_by_users():
+    with pytest.raises(ValueError, match="n_stations"):
+        qt.finite_n_mean(10**400, 0.9, 0.2)
+    with pytest.raises(ValueError, match="n_stations"):
+        qt.finite_n_min_centralization(10**400, 0.9, 3.0)
+    with pytest.raises(ValueError, match="ptol"):
+        qt.finite_n_min_centralization(100, 0.9, 3.0, ptol=1e-300)
+    for bad in ("no", None, 1):
+        with pytest.raises(ValueError, match="conservative"):
+            qt.finite_n_min_centralization(100, 0.9, 3.0, conservative=bad)
+
+
+def test_excess_by_identity_warns_on_zero_spread():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qt.SimulationWarning)
+        sim = qt.simulate(3, 0.5, 0.2, t_end=1e-9, warmup=0.0, n_batches=2, seed=1,
+                          progress=False)
+    with pytest.warns(qt.SimulationWarning, match="width 0"):
+        e = qt.excess_by_identity(sim)
+    assert e.half_width == 0.0
