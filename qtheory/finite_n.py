@@ -547,7 +547,7 @@ def finite_n_mean(n_stations, lam, p):
     Where that bound is not small against the predicted mean (above 10% of it), the
     whole system is close to its total capacity, an aggregate effect the diffusion
     around the fluid state leaves out (with N(1 - lam) well below 1 it underestimates by
-    factors of 2 to 9), and the bound is added to the error estimate;
+    factors of 2 to 7 in the chapter's checks), and the bound is added to the error estimate;
     ``details["pooled_bound"]`` holds it, ``details["unfloored_excess"]`` and
     ``details["unfloored_error"]`` the values before this step.
 
