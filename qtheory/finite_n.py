@@ -255,8 +255,9 @@ _MAX_N = 10**15
 def _describe_int(n):
     """A huge integer for an error message (float() of it may overflow)."""
     return f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"
-# the pooled bound lam/(N(1 - lam)) counts as "not small" above this share of the mean
-_POOLED_SHARE = 0.1
+# below this spare capacity N (1 - lam) (jobs per unit time, whole system) the pooled
+# bound joins the error estimate: the aggregate queue the diffusion leaves out
+_SPARE_MIN = 1.0
 # the M/M/1 formula above the top replaces the diffusion when the push-back is strong
 _FORMULA_PUSH = 10.0
 
@@ -544,10 +545,11 @@ def finite_n_mean(n_stations, lam, p):
     is below it: the total number of jobs is stochastically larger than in one M/M/1
     queue of service rate N (no configuration serves faster than N), so
     :math:`E[v^N_1] \ge \lambda/(N(1-\lambda))` for every p (the chapter proves it).
-    Where that bound is not small against the predicted mean (above 10% of it), the
-    whole system is close to its total capacity, an aggregate effect the diffusion
-    around the fluid state leaves out (with N(1 - lam) well below 1 it underestimates by
-    factors of 2 to 7 in the chapter's checks), and the bound is added to the error estimate;
+    When the spare capacity of the whole system is below one job per unit time,
+    :math:`N(1-\lambda) < 1`, the system runs close to its total capacity, an aggregate
+    effect the diffusion around the fluid state leaves out (there it underestimated by
+    factors of 2 to 7 in the chapter's checks), and the bound is added to the error
+    estimate;
     ``details["pooled_bound"]`` holds it, ``details["unfloored_excess"]`` and
     ``details["unfloored_error"]`` the values before this step.
 
@@ -580,7 +582,7 @@ def finite_n_mean(n_stations, lam, p):
     # the pooled bound: one M/M/1 queue of service rate N serves at least as fast
     pooled = lam / (n * (1.0 - lam))
     mean = max(r.mean, pooled)
-    error = r.error + (pooled if pooled > _POOLED_SHARE * mean else 0.0)
+    error = r.error + (pooled if n * (1.0 - lam) < _SPARE_MIN else 0.0)
     details = dict(r.details, pooled_bound=pooled, unfloored_excess=r.excess,
                    unfloored_error=r.error)
     return replace(r, mean=mean, excess=mean - r.fluid_mean, error=error, details=details)
