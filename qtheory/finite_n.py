@@ -548,7 +548,7 @@ def finite_n_mean(n_stations, lam, p):
     When the spare capacity of the whole system is below one job per unit time,
     :math:`N(1-\lambda) < 1`, the system runs close to its total capacity, an aggregate
     effect the diffusion around the fluid state leaves out (there it underestimated by
-    factors of 2 to 7 in the chapter's checks), and the bound is added to the error
+    factors of 2 to 4 in the chapter's checks), and the bound is added to the error
     estimate;
     ``details["pooled_bound"]`` holds it, ``details["unfloored_excess"]`` and
     ``details["unfloored_error"]`` the values before this step.
