@@ -116,19 +116,23 @@ def measure(n, lam, p, seed):
             return None, f"final over budget (pilot excess {m1:.3g} +- {hr:.2g})"
         used_seed = seed + 10_000
         r = _run(plan, used_seed)
-    m, h, lag1, _ = identity_excess(r, lam, p)
-    row = dict(N=n, lam=lam, p=p, seed=used_seed, pilot_seed=seed,
+    row = _row(r, fluid, t0, seed=used_seed, pilot_seed=seed,
                pilot=dict(t_end=pilot.t_end, measured=m1, half_width=hr,
                           n_events=int(r1.n_events)),
                t_end=plan.t_end, warmup=plan.warmup, n_batches=plan.n_batches,
-               n_chains=plan.n_chains, relaxation_time=plan.relaxation_time,
-               n_events=int(r.n_events), fluid_mean=fluid,
-               measured=m, ci=[m - h, m + h], half_width=h, lag1=lag1,
-               direct=dict(measured=r.mean_queue_length - fluid,
-                           ci=[r.ci[0] - fluid, r.ci[1] - fluid], lag1=float(r.lag1)),
-               resolved=bool(h <= 0.5 * abs(m)), warnings=list(r.warnings),
-               seconds=time.time() - t0)
+               n_chains=plan.n_chains, relaxation_time=plan.relaxation_time)
     return row, None
+
+
+def _row(r, fluid, t0, **run):
+    """A stored row: the run's settings, the identity estimate and the plain average."""
+    m, h, lag1, _ = identity_excess(r, r.lam, r.p)
+    return dict(N=r.n_stations, lam=r.lam, p=r.p, **run, n_events=int(r.n_events),
+                fluid_mean=fluid, measured=m, ci=[m - h, m + h], half_width=h, lag1=lag1,
+                resolved=bool(h <= 0.5 * abs(m)), warnings=list(r.warnings),
+                direct=dict(measured=r.mean_queue_length - fluid,
+                            ci=[r.ci[0] - fluid, r.ci[1] - fluid], lag1=float(r.lag1)),
+                seconds=time.time() - t0)
 
 
 def measure_aggregate(n, lam, p, seed):
@@ -141,14 +145,8 @@ def measure_aggregate(n, lam, p, seed):
     t0 = time.time()
     r = qt.simulate(n, lam, p, t_end=205.0 * tau, warmup=5.0 * tau, n_batches=10,
                     n_chains=2, seed=seed, progress=False)
-    m, h, lag1, _ = identity_excess(r, lam, p)
-    return dict(N=n, lam=lam, p=p, seed=seed, t_end=205.0 * tau, warmup=5.0 * tau,
-                n_batches=10, n_chains=2, relaxation_time=tau, n_events=int(r.n_events),
-                fluid_mean=fluid, measured=m, ci=[m - h, m + h], half_width=h, lag1=lag1,
-                resolved=bool(h <= 0.5 * abs(m)), warnings=list(r.warnings),
-                direct=dict(measured=r.mean_queue_length - fluid,
-                            ci=[r.ci[0] - fluid, r.ci[1] - fluid], lag1=float(r.lag1)),
-                seconds=time.time() - t0), None
+    return _row(r, fluid, t0, seed=seed, t_end=205.0 * tau, warmup=5.0 * tau,
+                n_batches=10, n_chains=2, relaxation_time=tau), None
 
 
 def predict(row):

@@ -10,8 +10,12 @@ Two computations, both derived in the chapter ``book/finite-n.md``.
   :math:`E[v^N_1]` of N stations, with the regime it used and an error estimate.  It rests
   on the exact identity of the steady-state chapter,
   :math:`(1-p)(E s_i - s^I_i) = \lambda (E s_{i-1} - s^I_{i-1}) + p P(M < i)` for
-  :math:`i \le i^*`: when the top level :math:`i^*` is well populated, :math:`P(M < i)` is
-  negligible and the whole excess sits above the top level.
+  :math:`i \le i^*`, with :math:`P(M < i)` and the jobs above the top level taken from a
+  reflected linear diffusion at the top (a seeded Monte Carlo whose cost does not grow
+  with N), from the M/M/1 formula when the top level is well populated, and never below
+  the pooled bound :math:`\lambda/(N(1-\lambda))`.
+* :func:`excess_by_identity`: the same identity as an estimator of the excess from a
+  simulation.
 
 References
 ----------
@@ -219,7 +223,9 @@ class FiniteNMean:
         :math:`\sqrt N s^I_{i^*}/\sqrt{\Sigma_{i^* i^*}}`: how many standard deviations the
         top level's population sits above 0 (inf when ``i* = 0``, nan for p = 0).
     details : dict
-        Intermediate values (Monte Carlo standard error of the critical coefficient, ...).
+        Intermediate values: ``formula`` (which method), ``push``, ``level_z``,
+        ``below_top`` and ``above_top`` (the two parts of the excess), ``mc_se`` (Monte
+        Carlo standard error), ``pooled_bound``, ``unfloored_excess``, ...
     """
 
     n_stations: int
@@ -236,9 +242,9 @@ class FiniteNMean:
     details: dict = field(default_factory=dict)
 
 
-# Regime thresholds (see the chapter): the top level is "sparse" when its population is
-# within _SPARSE_Z standard deviations of 0; the reflected diffusion is used unless the
-# push-back kappa/((1-p) sigma_Y) is below _CRITICAL_Z, otherwise the M/M/1 form.
+# Regime labels (see the chapter): the top level is "sparse" when its population is
+# within _SPARSE_Z standard deviations of 0, "critical" when the push-back
+# kappa/((1-p) sigma_Y) is below _CRITICAL_Z; the labels do not choose the method.
 _SPARSE_Z = 3.0
 _CRITICAL_Z = 4.0
 # every level at least _FAR_Z standard deviations above 0: P(M < i) is negligible and the
@@ -250,11 +256,6 @@ _FAR_Z = 6.0
 _BUDGET = 2e8
 _MAX_WORK = 1.2e9
 _MAX_N = 10**15
-
-
-def _describe_int(n):
-    """A huge integer for an error message (float() of it may overflow)."""
-    return f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"
 # below this spare capacity N (1 - lam) (jobs per unit time, whole system) the pooled
 # bound joins the error estimate: the aggregate queue the diffusion leaves out
 _SPARE_MIN = 1.0
@@ -269,19 +270,23 @@ def _model_rel(n):
     return max(0.15, 3.0 / math.sqrt(n))
 
 
+def _describe_int(n):
+    """A huge integer for an error message (float() of it may overflow)."""
+    return f"{n:.3g}" if n < 10**300 else f"an integer of {len(str(n))} digits"
+
+
 @jit(nogil=True)
 def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed):
     """One path of the Euler scheme of the reflected linear diffusion (see _reflected_top).
 
-    Returns (sum of Y over the measured steps, sum of sum_i Z_i over them, regulator
-    increments of each coordinate over the measured steps).  numba's generator is
+    Returns (sum of Y over the measured steps, regulator increments of each coordinate
+    over the measured steps).  numba's generator is
     per thread and seeded here, so a path depends only on its seed.
     """
     np.random.seed(seed)
     K = diag.size
     sd = np.sqrt(D * dt)
     ysum = 0.0
-    zsum = 0.0
     reg = np.zeros(K)
     Z = np.zeros(K)
     Zn = np.zeros(K)
@@ -322,9 +327,7 @@ def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed)
             Z[j] = Zn[j]
         if t >= burn:
             ysum += Z[K - 1]
-            for j in range(K):
-                zsum += Z[j]
-    return ysum, zsum, reg
+    return ysum, reg
 
 
 @functools.lru_cache(maxsize=512)
@@ -407,7 +410,7 @@ def _reflected_top(n, lam, p, s, use_y, *, rel_target=0.03, seed=20261201):
     work = 0.0
     with ThreadPoolExecutor(max_workers=min(n_paths, _cores())) as ex:
         while True:
-            for ysum, _, reg in ex.map(one, range(len(below), len(below) + n_paths)):
+            for ysum, reg in ex.map(one, range(len(below), len(below) + n_paths)):
                 q = reg[:top] / T / (p * sqn)
                 d = b = 0.0
                 for i in range(top):

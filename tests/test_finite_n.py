@@ -225,7 +225,7 @@ def test_reflected_kernel_one_dimension():
     dt, n_steps, burn = 0.01, 400_000, 2_000
     vals, rates = [], []
     for k in range(8):
-        y, _, reg = _reflected_kernel(0.9, p, np.array([-a]), np.array([D]),
+        y, reg = _reflected_kernel(0.9, p, np.array([-a]), np.array([D]),
                                       np.array([0.0]), kappa, np.array([True]), dt,
                                       n_steps, burn, 100 + k)
         T = (n_steps - burn) * dt
