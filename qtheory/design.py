@@ -20,10 +20,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
+from . import _invariant as _inv
 from ._validation import check_lam, check_p, check_real
-from .invariant import mean_queue_length, top_level
 
 __all__ = [
     "DesignPoint",
@@ -36,7 +35,6 @@ __all__ = [
 ]
 
 _EPS = 2.220446049250313e-16
-_RTOL = 4 * _EPS  # the smallest relative tolerance brentq accepts
 
 
 def _check_target(value, name):
@@ -105,19 +103,7 @@ def min_centralization(lam, target_mean_queue, *, xtol=1e-12):
     lam = check_lam(lam)
     target = _check_target(target_mean_queue, "target_mean_queue")
     xtol = check_real(xtol, "xtol", low=0.0, high=1e-3, low_open=True)
-    # The M/M/1 mean, with a few ulps of slack so that a target typed as 9 for
-    # lam = 0.9 (where 0.9/0.1 rounds to 9.000000000000002) needs no centralization.
-    if target >= (lam / (1.0 - lam)) * (1.0 - 8 * _EPS):
-        return 0.0
-
-    def f(p):
-        return mean_queue_length(lam, p) - target
-
-    p = brentq(f, 0.0, lam, xtol=xtol, rtol=_RTOL, maxiter=500)
-    # brentq guarantees |p - root| <= xtol + rtol*|p|; make the answer feasible.
-    while f(p) > 0.0:
-        p = min(lam, p + xtol + _RTOL * p)
-    return p
+    return _inv.min_centralization(lam, target, xtol)
 
 
 def mean_sojourn_time(lam, p):
@@ -152,7 +138,7 @@ def mean_sojourn_time(lam, p):
     """
     lam = _check_positive_lam(lam)
     p = check_p(p)
-    return mean_queue_length(lam, p) / lam
+    return _inv.mean_queue_length(lam, p) / lam
 
 
 def littles_law_sojourn_time(mean_queue, lam):
@@ -231,7 +217,8 @@ def min_centralization_for_delay(lam, target_sojourn_time, *, xtol=1e-12):
     w = _check_target(target_sojourn_time, "target_sojourn_time")
     if w >= (1.0 / (1.0 - lam)) * (1.0 - 8 * _EPS):
         return 0.0
-    return min_centralization(lam, lam * w, xtol=xtol)
+    xtol = check_real(xtol, "xtol", low=0.0, high=1e-3, low_open=True)
+    return _inv.min_centralization(lam, lam * w, xtol)
 
 
 def capacity_without_pooling(lam, target_mean_queue):
@@ -269,6 +256,10 @@ def capacity_without_pooling(lam, target_mean_queue):
     """
     lam = check_lam(lam)
     target = _check_target(target_mean_queue, "target_mean_queue")
+    return _capacity_without_pooling(lam, target)
+
+
+def _capacity_without_pooling(lam, target):
     if math.isinf(target):
         return lam
     return lam * (1.0 + 1.0 / target)
@@ -365,15 +356,15 @@ def design_point(lam, target_mean_queue):
     """
     lam = check_lam(lam)
     target = _check_target(target_mean_queue, "target_mean_queue")
-    p = min_centralization(lam, target)
-    mean = mean_queue_length(lam, p)
+    p = _inv.min_centralization(lam, target, 1e-12)
+    mean = _inv.mean_queue_length(lam, p)
     return DesignPoint(
         lam=lam,
         target_mean_queue=target,
         p_min=p,
         mean_queue_length=mean,
-        top_level=-1 if p == 0.0 else top_level(lam, p),
+        top_level=-1 if p == 0.0 else _inv.top_level(lam, p),
         mean_sojourn_time=mean / lam if lam > 0 else math.nan,
         mm1_mean_queue_length=lam / (1.0 - lam),
-        capacity_without_pooling=capacity_without_pooling(lam, target),
+        capacity_without_pooling=_capacity_without_pooling(lam, target),
     )

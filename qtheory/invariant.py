@@ -15,18 +15,16 @@ for :math:`1 \le i \le i^*`, and :math:`s_i = 0` beyond the top level :math:`i^*
 Source: Tsitsiklis and Xu (2012), Theorem 3.3 and eq. (3.5); Xu (2011), Ch. 3.
 
 All functions take scalars.  The float path is accurate to about 1e-13 relative error
-in the mean; when the top level is very high (more than ``_MP_LEVELS`` levels, which
+in the mean; when the top level is very high (more than ``qtheory._invariant.MP_LEVELS`` levels, which
 happens only when ``p`` is tiny and ``lam + p`` is close to 1) the mean is evaluated in
 closed form with 50-digit arithmetic (mpmath) instead of summing levels.
 """
 
 from __future__ import annotations
 
-import math
-
-import mpmath
 import numpy as np
 
+from . import _invariant as _inv
 from ._validation import check_lam, check_p, check_positive_int
 
 __all__ = [
@@ -37,80 +35,6 @@ __all__ = [
     "mm1_mean_queue_length",
     "invariant_tail_sums",
 ]
-
-_EPS = np.finfo(np.float64).eps
-# Above this many levels the mean is computed in closed form rather than by summing.
-_MP_LEVELS = 200_000
-# Slack, in units of the rounding error bound, below which s_i counts as zero.
-_ZERO_SLACK = 16.0
-
-
-def _delta(lam, p):
-    """r - 1 = (lam + p - 1) / (1 - p), as accurately as double precision allows."""
-    # lam - (1 - p) is exact when lam and 1 - p are within a factor 2 (Sterbenz).
-    return (lam - (1.0 - p)) / (1.0 - p)
-
-
-def _geometric(k, delta):
-    """G_k = sum_{j<k} r**j with r = 1 + delta, for integer array or scalar k >= 0."""
-    k = np.asarray(k, dtype=np.float64)
-    if delta == 0.0:
-        return k
-    return np.expm1(k * math.log1p(delta)) / delta
-
-
-def _levels(lam, p, i):
-    """Unclipped s_i and a rounding-error bound, for integer array i >= 1."""
-    a = 1.0 - lam
-    b = 1.0 - p
-    delta = _delta(lam, p)
-    r = lam / b
-    tail = a * r * _geometric(np.asarray(i) - 1, delta)  # (1 - lam) r G_{i-1}
-    s = ((lam - p) - tail) / b
-    err = _ZERO_SLACK * _EPS * (lam + np.abs(tail)) / b
-    err = np.where(np.asarray(i) == 1, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
-    return s, err
-
-
-def _top_level_checked(lam, p):
-    if p == 0.0:
-        return None  # infinitely many levels: s_i = lam**i > 0 for all i (if lam > 0)
-    if lam <= p:
-        return 0
-    b = 1.0 - p
-    delta = _delta(lam, p)
-    # s_i > 0  <=>  i < L = log(p/(1-lam)) / log(r), for r != 1; L = (1-p)/p at r = 1.
-    if delta == 0.0:
-        guess = b / p
-    else:
-        guess = (math.log(p) - math.log1p(-lam)) / math.log1p(delta)
-    k = max(int(math.ceil(guess)) - 1, 1)
-
-    def positive(i):
-        s, err = _levels(lam, p, np.array([i]))
-        return bool(s[0] > err[0])
-
-    # The guess can be off where r - 1 is tiny and inexact; s_i is decreasing in i, so
-    # gallop from the guess to bracket the boundary, then bisect: lo positive, hi not.
-    if not positive(1):
-        return 0
-    if positive(k):
-        lo, step = k, 1
-        while positive(lo + step):
-            lo, step = lo + step, 2 * step
-        hi = lo + step
-    else:
-        hi, step = k, 1
-        while hi - step > 1 and not positive(hi - step):
-            hi, step = hi - step, 2 * step
-        lo = max(hi - step, 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if positive(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def top_level(lam, p):
@@ -149,7 +73,7 @@ def top_level(lam, p):
             "top_level is undefined for p = 0: without a central server every level is "
             "occupied (s_i = lam**i); use p in (0, 1]"
         )
-    return _top_level_checked(lam, p)
+    return _inv.top_level(lam, p)
 
 
 def invariant_state(lam, p, *, max_levels=10_000_000):
@@ -203,48 +127,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     lam = check_lam(lam)
     p = check_p(p)
     max_levels = check_positive_int(max_levels, "max_levels")
-    if p == 0.0:
-        if lam == 0.0:
-            return np.ones(1)
-        # s_i = lam**i is kept while it is above 1e-300; the mass left out,
-        # lam**(n+1)/(1 - lam), is then below 1e-300/(1 - lam) (negligible).  If that
-        # needs more than max_levels levels the state is refused, as for p > 0, rather
-        # than silently truncated (at lam = 1 - 1e-16 it would hold ~7e18 levels).
-        need = -300.0 * math.log(10) / math.log(lam)
-        if need > max_levels:
-            raise ValueError(
-                f"the invariant state at lam={lam!r}, p=0 (s_i = lam**i) needs about "
-                f"{need:.3g} levels to reach 1e-300, more than max_levels={max_levels}; "
-                f"raise max_levels or use mean_queue_length (mean lam/(1 - lam) = "
-                f"{lam / (1.0 - lam):.6g})"
-            )
-        n = int(math.floor(need))
-        return lam ** np.arange(n + 1, dtype=np.float64)
-    k = _top_level_checked(lam, p)
-    if k > max_levels:
-        raise ValueError(
-            f"the invariant state at lam={lam!r}, p={p!r} has {k} levels, more than "
-            f"max_levels={max_levels}; raise max_levels or use mean_queue_length"
-        )
-    s = np.empty(k + 1)
-    s[0] = 1.0
-    if k:
-        s[1:], _ = _levels(lam, p, np.arange(1, k + 1))
-    return s
-
-
-def _mean_closed_form_mp(lam, p, k):
-    """Sum_{i=1}^k s_i in 50-digit arithmetic (exact float inputs, no cancellation)."""
-    with mpmath.workdps(50):
-        L, P = mpmath.mpf(lam), mpmath.mpf(p)
-        a, b = 1 - L, 1 - P
-        d = L - b
-        if d == 0:
-            v = k - P * k * (k + 1) / (2 * b)
-        else:
-            r = L / b
-            v = L * a * (1 - r**k) / d**2 + P * k / d
-        return float(v)
+    return _inv.invariant_state(lam, p, max_levels)
 
 
 def mean_queue_length(lam, p):
@@ -281,15 +164,7 @@ def mean_queue_length(lam, p):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    if p == 0.0:
-        return lam / (1.0 - lam)
-    k = _top_level_checked(lam, p)
-    if k == 0:
-        return 0.0
-    if k > _MP_LEVELS:
-        return _mean_closed_form_mp(lam, p, k)
-    s, _ = _levels(lam, p, np.arange(1, k + 1))
-    return math.fsum(s)
+    return _inv.mean_queue_length(lam, p)
 
 
 def heavy_traffic_scaling(lam, p):
@@ -331,9 +206,7 @@ def heavy_traffic_scaling(lam, p):
             "without centralization the mean queue is lam/(1 - lam), see "
             "mm1_mean_queue_length; use p in (0, 1]"
         )
-    if p == 1.0:
-        return 0.0
-    return math.log1p(-lam) / math.log1p(-p)
+    return _inv.heavy_traffic_scaling(lam, p)
 
 
 def mm1_mean_queue_length(lam):
@@ -361,7 +234,7 @@ def mm1_mean_queue_length(lam):
     Any queueing textbook, e.g. Kleinrock, *Queueing Systems* vol. 1 (1975), eq. (3.24).
     """
     lam = check_lam(lam)
-    return lam / (1.0 - lam)
+    return _inv.mm1_mean_queue_length(lam)
 
 
 def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
@@ -436,7 +309,7 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     lam = check_lam(lam)
     p = check_p(p)
     max_levels = check_positive_int(max_levels, "max_levels")
-    s = invariant_state(lam, p, max_levels=max_levels)
+    s = _inv.invariant_state(lam, p, max_levels)
     if p == 0.0:
         # s_i = lam**i for every i: the tail sums are exact geometric tails.
         return lam ** np.arange(len(s) + 1, dtype=np.float64) / (1.0 - lam)

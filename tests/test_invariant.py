@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import qtheory as qt
-from qtheory import invariant as inv
+from qtheory import _invariant
 
 
 def reference_state(lam, p, dps=60):
@@ -201,15 +201,15 @@ def test_extremes_match_60_digit_reference(lam, p):
 
 def test_high_precision_path_agrees_with_summation():
     # Just above the level count where the mean switches to the 50-digit closed form.
-    p = 1.0 / (inv._MP_LEVELS + 1000)
+    p = 1.0 / (_invariant.MP_LEVELS + 1000)
     lam = 1 - p
     k = qt.top_level(lam, p)
-    assert k > inv._MP_LEVELS
+    assert k > _invariant.MP_LEVELS
     by_sum = math.fsum(qt.invariant_state(lam, p)[1:])
     assert qt.mean_queue_length(lam, p) == pytest.approx(by_sum, rel=1e-11)
     p2 = p * 1.5  # off the line too
     lam2 = 1 - p * 1.01
-    if qt.top_level(lam2, p2) > inv._MP_LEVELS:
+    if qt.top_level(lam2, p2) > _invariant.MP_LEVELS:
         assert qt.mean_queue_length(lam2, p2) == pytest.approx(
             math.fsum(qt.invariant_state(lam2, p2)[1:]), rel=1e-10)
 
