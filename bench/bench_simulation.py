@@ -47,7 +47,8 @@ import numpy as np
 
 import qtheory
 from qtheory import _kernels
-from qtheory.simulation import SimulationWarning, _initial_counts, _System
+from qtheory._engine import System, initial_counts
+from qtheory.simulation import SimulationWarning
 from qtheory.statistics import batch_means
 
 CASES = [(0.9, 0.1), (0.99, 0.05)]
@@ -260,15 +261,15 @@ def compiled_rate(n, lam, p, n_events, repeat=1):
 
 def rng_limit_rate(n, lam, p, n_events, repeat=1):
     """Events per second of the loop that only draws the numbers and reads L[j]."""
-    cnt0 = _initial_counts(n, qtheory.invariant_state(lam, p))
-    st = _System(n, lam, p, cnt0, np.array([1, 2, 3, 4], dtype=np.uint64), False)
+    cnt0 = initial_counts(n, qtheory.invariant_state(lam, p))
+    st = System(n, lam, p, cnt0, np.array([1, 2, 3, 4], dtype=np.uint64), False)
     _kernels.rng_limit(10, st.L, st.rng)  # compile
     return best_rate(lambda seed: (n_events, _kernels.rng_limit(n_events, st.L, st.rng)),
                      repeat)[0]
 
 
 def python_rate(n, lam, p, n_events, repeat=1):
-    cnt0 = _initial_counts(n, qtheory.invariant_state(lam, p))
+    cnt0 = initial_counts(n, qtheory.invariant_state(lam, p))
     t_end = n_events / (n * (1 + lam))
     return best_rate(
         lambda seed: python_event_loop(n, lam, p, cnt0, t_end, seed=seed)[::-1],
@@ -276,14 +277,14 @@ def python_rate(n, lam, p, n_events, repeat=1):
 
 
 def tuned_rate(n, lam, p, n_events, repeat=1):
-    cnt0 = _initial_counts(n, qtheory.invariant_state(lam, p))
+    cnt0 = initial_counts(n, qtheory.invariant_state(lam, p))
     return best_rate(
         lambda seed: (n_events, python_loop(n, lam, p, cnt0, n_events, seed=seed)),
         repeat)[0]
 
 
 def simpy_rate(n, lam, p, n_events, repeat=1):
-    cnt0 = _initial_counts(n, qtheory.invariant_state(lam, p))
+    cnt0 = initial_counts(n, qtheory.invariant_state(lam, p))
     t_end = n_events / (n * (1 + lam))
     return best_rate(lambda seed: simpy_model(n, lam, p, cnt0, t_end, seed=seed)[::-1],
                      repeat)[0]
@@ -298,7 +299,7 @@ def agreement(lam, p, n=20, t_end=None, warmup=1_000.0):
     if t_end is None:
         t_end = 100_000.0 if lam > 0.95 else 20_000.0
     s0 = qtheory.invariant_state(lam, p)
-    cnt0 = _initial_counts(n, s0)
+    cnt0 = initial_counts(n, s0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SimulationWarning)
         r = qtheory.simulate(n, lam, p, t_end=t_end, warmup=warmup, s0=s0, seed=3)

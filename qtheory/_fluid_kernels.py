@@ -205,7 +205,7 @@ def _first_event(C, n, K, h, sign, alpha, beta, thr, nsub, stack):
 
 
 @jit
-def _fluid_run(lam, p, x, K, t, times, j, out, blocked, theta, nsub, tiny,
+def fluid_run(lam, p, x, K, t, times, j, out, blocked, theta, nsub, tiny,
                max_events, events, C, stack, leak):
     """Advance the fluid solution through the output times ``times[j:]``.
 

@@ -26,12 +26,13 @@ __all__ = [
     "check_seed",
     "check_flag",
     "real_array",
+    "unwrap_scalar",
 ]
 
 
 def _as_float(value, name):
     """Convert a real scalar to float; reject bools, strings, arrays and complex."""
-    value = _unwrap_scalar(value)
+    value = unwrap_scalar(value)
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a real number, got the bool {value!r}")
     if not isinstance(value, numbers.Real):
@@ -126,7 +127,7 @@ def check_p(p, name="p"):
     return check_real(p, name, low=0.0, high=1.0)
 
 
-def _unwrap_scalar(value):
+def unwrap_scalar(value):
     """A 0-d NumPy array becomes its element; anything else is returned unchanged.
 
     The one rule for scalars: a 0-d array stands for its element, for integer parameters
@@ -164,7 +165,7 @@ def check_int(value, name, *, minimum=None, what=None):
     ValueError
         If ``value`` is not an integer or is below ``minimum``.
     """
-    v = _unwrap_scalar(value)
+    v = unwrap_scalar(value)
     rng = f" >= {minimum}" if minimum is not None else ""
     extra = f" ({what})" if what else ""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
@@ -368,7 +369,7 @@ def check_seed(seed, name="seed"):
         return np.random.SeedSequence()
     if isinstance(seed, np.random.SeedSequence):
         return seed
-    seed = _unwrap_scalar(seed)
+    seed = unwrap_scalar(seed)
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"{name} must be None, a non-negative integer or a "
                          f"numpy.random.SeedSequence, got {type(seed).__name__}")

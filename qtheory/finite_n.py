@@ -34,60 +34,26 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy import stats
 
+from . import _engine
+from . import _invariant as _inv
+from . import _linear_noise as _ln
 from ._numba import jit
-from ._validation import check_lam, check_n_stations, check_p, check_positive_int
-from .invariant import invariant_state, mean_queue_length
-from .planning import _cores
+from ._validation import check_flag, check_lam, check_n_stations, check_p, \
+    check_positive_int, check_real
+from .simulation import SimulationResult, SimulationWarning
 
 __all__ = ["fluctuation_covariance", "finite_n_mean", "FiniteNMean",
            "finite_n_min_centralization", "excess_by_identity", "ExcessEstimate"]
 
 # Dense Lyapunov solves up to this many levels (p = 0 truncation included).
 _MAX_DENSE = 800
-
-
-def _drift_jacobian_and_noise(lam, p, s, *, sliding_top=True):
-    r"""Jacobian A (K x K) and diagonal jump covariance D (K,) of the linear-noise model.
-
-    ``s`` holds :math:`s_0 = 1, s_1, \dots, s_K` (the levels 1..K are the coordinates;
-    :math:`s_{K+1} = 0`).  Below the top, row i of the drift
-    :math:`\lambda(s_{i-1}-s_i) - (1-p)(s_i - s_{i+1})` gives sub-diagonal
-    :math:`\lambda`, diagonal :math:`-(\lambda + 1 - p)`, super-diagonal :math:`1-p`, and
-    D_ii is the total jump rate of level i.  With ``sliding_top`` (p > 0) level K is the
-    top level of the invariant state: its drift
-    :math:`\lambda s_{K-1} - (1-p) s_K - p` has diagonal :math:`-(1-p)`, and its noise
-    gets the central tokens (rate p) and the arrivals to top stations (rate
-    :math:`\lambda s_K`) that lift a station above K and are served at once: the tokens
-    that hit level K are the difference of these two independent Poisson streams.
-    Returns the three diagonals of A and D.
-    """
-    K = s.size - 1
-    sp_ = np.append(s, 0.0)
-    D = lam * (sp_[:-2] - sp_[1:-1]) + (1.0 - p) * (sp_[1:-1] - sp_[2:])
-    diag = np.full(K, -(lam + 1.0 - p))
-    if sliding_top:
-        D[-1] += p + lam * s[-1]
-        diag[-1] = -(1.0 - p)
-    return diag, D
-
-
-def _dense(lam, p, diag):
-    K = diag.size
-    return (np.diag(diag) + np.diag(np.full(K - 1, lam), -1)
-            + np.diag(np.full(K - 1, 1.0 - p), 1))
-
-
-def _lyapunov(lam, p, s, *, sliding_top=True):
-    """Stationary covariance Sigma of the OU model: A Sigma + Sigma A^T + D = 0."""
-    from scipy.linalg import solve_continuous_lyapunov
-
-    diag, D = _drift_jacobian_and_noise(lam, p, s, sliding_top=sliding_top)
-    A = _dense(lam, p, diag)
-    return solve_continuous_lyapunov(A, -np.diag(D))
 
 
 def fluctuation_covariance(lam, p, *, levels=None):
@@ -166,6 +132,11 @@ def fluctuation_covariance(lam, p, *, levels=None):
     p = check_p(p)
     if p >= 1.0:
         raise ValueError(f"p must be in [0, 1) for fluctuation_covariance, got {p!r}")
+    return _fluctuation_covariance(lam, p, levels)
+
+
+def _fluctuation_covariance(lam, p, levels):
+    """fluctuation_covariance for validated lam and p (levels is checked here)."""
     if p == 0.0:
         L = 20 if levels is None else check_positive_int(levels, "levels")
         if L > _MAX_DENSE:
@@ -176,9 +147,9 @@ def fluctuation_covariance(lam, p, *, levels=None):
         extra = int(math.ceil(math.log(1e-17) / math.log(lam)))
         K = min(_MAX_DENSE, L + extra)
         s = lam ** np.arange(K + 1, dtype=np.float64)
-        S = _lyapunov(lam, 0.0, s, sliding_top=False)
+        S = _ln.lyapunov(lam, 0.0, s, sliding_top=False)
         return S[:L, :L]
-    s = invariant_state(lam, p)
+    s = _inv.invariant_state(lam, p)
     top = s.size - 1
     if top == 0:
         if levels is not None:
@@ -192,7 +163,7 @@ def fluctuation_covariance(lam, p, *, levels=None):
     if top > _MAX_DENSE:
         raise ValueError(f"the invariant state has {top} levels, more than the "
                          f"{_MAX_DENSE} of the dense Lyapunov solver (lam too close to 1)")
-    return _lyapunov(lam, p, s)[:L, :L]
+    return _ln.lyapunov(lam, p, s)[:L, :L]
 
 
 @dataclass(frozen=True)
@@ -332,7 +303,7 @@ def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed)
 
 @functools.lru_cache(maxsize=512)
 def _reflected_cached(n, lam, p, use_y):
-    s = invariant_state(lam, p)
+    s = _inv.invariant_state(lam, p)
     return _reflected_top(n, lam, p, s, use_y)
 
 
@@ -358,15 +329,13 @@ def _reflected_top(n, lam, p, s, use_y, *, rel_target=0.03, seed=20261201):
     ``rel_target`` of it or the work reaches ``_BUDGET`` level updates.  Raises
     ValueError when one round alone would exceed ``_MAX_WORK``.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     s2 = np.append(s, 0.0)
-    diag, D = _drift_jacobian_and_noise(lam, p, s2)
+    diag, D = _ln.drift_jacobian_and_noise(lam, p, s2)
     K = diag.size
-    A = _dense(lam, p, diag)
+    A = _ln.dense_jacobian(lam, p, diag)
     mu = max(1e-4, -float(np.max(np.linalg.eigvals(A).real)))
     top = s.size - 1
-    S = _lyapunov(lam, p, s)
+    S = _ln.lyapunov(lam, p, s)
     z = math.sqrt(n) * s[1:] / np.sqrt(np.diag(S))
     refl = np.append(z < 8.0, True)
     x0 = np.append(math.sqrt(n) * s[1:], 0.0)
@@ -408,7 +377,7 @@ def _reflected_top(n, lam, p, s, use_y, *, rel_target=0.03, seed=20261201):
 
     below, ey, rates = [], [], []
     work = 0.0
-    with ThreadPoolExecutor(max_workers=min(n_paths, _cores())) as ex:
+    with ThreadPoolExecutor(max_workers=min(n_paths, _engine.available_cores())) as ex:
         while True:
             for ysum, reg in ex.map(one, range(len(below), len(below) + n_paths)):
                 q = reg[:top] / T / (p * sqn)
@@ -579,6 +548,11 @@ def finite_n_mean(n_stations, lam, p):
     p = check_p(p)
     if p >= 1.0:
         raise ValueError(f"p must be in [0, 1) for finite_n_mean, got {p!r}")
+    return _finite_n_mean(n, lam, p)
+
+
+def _finite_n_mean(n, lam, p):
+    """finite_n_mean for validated arguments."""
     r = _finite_n_mean_raw(n, lam, p)
     if r.regime == "exact":
         return r
@@ -598,8 +572,8 @@ def _finite_n_mean_raw(n, lam, p):
         # independent M/M/1 queues; N = 1 is one M/M/1 queue of rate 1 for every p
         m = lam / (1.0 - lam)
         return FiniteNMean(n, lam, p, m, 0.0, m, 0.0, "exact", nan, nan, nan)
-    fluid = float(mean_queue_length(lam, p)) if lam > p else 0.0
-    s = invariant_state(lam, p) if lam > p else np.ones(1)
+    fluid = float(_inv.mean_queue_length(lam, p)) if lam > p else 0.0
+    s = _inv.invariant_state(lam, p) if lam > p else np.ones(1)
     top = s.size - 1
     s_top = float(s[-1])
     rho = lam * s_top / p
@@ -611,7 +585,7 @@ def _finite_n_mean_raw(n, lam, p):
         # to dominate the local servers of the few busy stations: N p (1 - rho) large
         top_z = math.inf if n * p * (1.0 - rho) >= 10.0 else 0.0
     else:
-        S = fluctuation_covariance(lam, p)
+        S = _fluctuation_covariance(lam, p, None)
         top_z = math.sqrt(n) * s_top / math.sqrt(S[-1, -1])
     details = dict(push=push, sigma_y=sig_y)
     if top == 0:
@@ -771,14 +745,10 @@ def excess_by_identity(result):
     The identity is the steady-state chapter's (book/steady-state.md, "an exact identity
     for every N"); batch means: Asmussen and Glynn, *Stochastic Simulation*, 2007, IV.5.
     """
-    from scipy import stats
-
-    from .simulation import SimulationResult
-
     if not isinstance(result, SimulationResult):
         raise ValueError(f"result must be a SimulationResult from qtheory.simulate, got "
                          f"{type(result).__name__}")
-    lam, p = float(result.lam), float(result.p)
+    lam, p = check_lam(float(result.lam)), check_p(float(result.p))
     if not 0.0 < p < 1.0:
         raise ValueError(f"excess_by_identity needs 0 < p < 1, got p = {p!r}")
     bs = np.asarray(result.batch_s, dtype=np.float64)
@@ -786,7 +756,7 @@ def excess_by_identity(result):
     B = bs.shape[0]
     if B < 2:
         raise ValueError(f"result must hold at least 2 batches, got {B}")
-    top = int(invariant_state(lam, p).size - 1) if lam > p else 0
+    top = int(_inv.invariant_state(lam, p).size - 1) if lam > p else 0
     above = bs[:, top + 1:].sum(axis=1)
     delta = np.zeros(B)
     below = np.zeros(B)
@@ -797,9 +767,6 @@ def excess_by_identity(result):
     x = above + below
     h = float(stats.t.ppf(0.975, B - 1) * x.std(ddof=1) / math.sqrt(B))
     if not h > 0.0:
-        import warnings
-
-        from .simulation import SimulationWarning
         warnings.warn("excess_by_identity: every batch gives the same value, so the "
                       "interval has width 0 and says nothing; the run is far too short "
                       "(see qtheory.plan_run)", SimulationWarning, stacklevel=2)
@@ -862,9 +829,6 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
     Tsitsiklis and Xu (2012) (the fluid design); the finite-N excess of
     :func:`finite_n_mean`.
     """
-    from ._validation import check_flag, check_real
-    from .design import min_centralization
-
     n = check_n_stations(n_stations)
     lam = check_lam(lam)
     target = check_real(target_mean_queue, "target_mean_queue", low=0.0, low_open=True)
@@ -877,10 +841,10 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
         return 0.0
 
     def ok(p):
-        r = finite_n_mean(n, lam, p)
+        r = _finite_n_mean(n, lam, p)
         return r.mean + (r.error if conservative else 0.0) <= target
 
-    lo = min_centralization(lam, target)
+    lo = _inv.min_centralization(lam, target, 1e-12)
     if ok(lo):
         return float(lo)
     # gallop up from the fluid answer (the finite-N answer is usually close to it), then

@@ -47,10 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._fluid_kernels import _fluid_run
+from . import _invariant as _inv
+from . import _linear_noise as _ln
+from ._fluid_kernels import fluid_run
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
     check_s0, check_times, real_array
-from .invariant import invariant_state
 
 __all__ = [
     "fluid_drift",
@@ -222,7 +223,7 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
     else:
         guess = K
         if lam > p:
-            guess = max(guess, invariant_state(lam, p).size - 1)
+            guess = max(guess, _inv.invariant_state(lam, p).size - 1)
         cap = 2 * guess + 16
     x = np.zeros(cap + 1)
     x[: x0.size] = x0
@@ -236,7 +237,7 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
     leak = 0.0
     max_events = 1_000_000
     while True:
-        status, K, t, j, events, km, leak = _fluid_run(
+        status, K, t, j, events, km, leak = fluid_run(
             float(lam), float(p), x, int(K), float(t), times, int(j), out, bool(blocked),
             float(theta), int(nsub), _TINY, int(max_events), int(events), C, stack,
             float(leak))
@@ -421,11 +422,17 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     lam = check_lam(lam)
     p = check_p(p)
     t = check_times(times)
+    tol = check_real(tol, "tol", low=1e-14, high=1e-3)
+    x0 = np.array([1.0]) if s0 is None else check_s0(s0)
+    return _fluid_trajectory(lam, p, t, x0, tol, check)
+
+
+def _fluid_trajectory(lam, p, t, x0, tol, check):
+    """fluid_trajectory for validated arguments (``x0`` as check_s0 returns it); the
+    limits on the horizon and the p = 0 work still apply."""
     if t[-1] > _MAX_TIME:
         raise ValueError(f"times must lie in [0, {_MAX_TIME:.0e}] mean service times (the "
                          f"cost grows linearly with the horizon), got {t[-1]:g}")
-    tol = check_real(tol, "tol", low=1e-14, high=1e-3)
-    x0 = np.array([1.0]) if s0 is None else check_s0(s0)
     if p == 0.0:
         need = _p0_levels(lam, x0, float(t[-1]), tol)
         if need > _P0_MAX_LEVELS or need * float(t[-1]) > _P0_MAX_WORK:
@@ -500,19 +507,6 @@ def l1_distance(a, b):
     return float(d) if d.ndim == 0 else d
 
 
-def _regime_matrix_eigmax(lam, p, K):
-    """Largest eigenvalue of the regime-K matrix A_K (symmetrized, tridiagonal)."""
-    from scipy.linalg import eigvalsh_tridiagonal
-
-    if K == 1:
-        return -(1.0 - p)
-    d = np.full(K, -(lam + 1.0 - p))
-    d[-1] = -(1.0 - p)
-    e = np.full(K - 1, math.sqrt(lam * (1.0 - p)))
-    w = eigvalsh_tridiagonal(d, e, select="i", select_range=(K - 1, K - 1))
-    return float(w[0])
-
-
 def relaxation_rate(lam, p):
     r"""Exponential rate at which fluid solutions approach the invariant state.
 
@@ -556,18 +550,7 @@ def relaxation_rate(lam, p):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    if p == 0.0:
-        return (1.0 - math.sqrt(lam)) ** 2
-    s = invariant_state(lam, p)
-    K = s.size - 1
-    top = s[K] if K else 1.0
-    critical = abs(lam * top - p) <= 64 * np.finfo(float).eps * max(p, lam * top)
-    if K == 0:
-        return (1.0 - p) if critical else math.inf
-    rate = -_regime_matrix_eigmax(lam, p, K)
-    if critical:
-        rate = min(rate, -_regime_matrix_eigmax(lam, p, K + 1))
-    return rate
+    return _ln.relaxation_rate(lam, p)
 
 
 def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
@@ -609,7 +592,7 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
     eps = check_real(eps, "eps", low=0.0, low_open=True)
     t_max = check_real(t_max, "t_max", low=0.0, low_open=True, high=1e9)
     x0 = np.array([1.0]) if s0 is None else check_s0(s0)
-    target = invariant_state(lam, p)
+    target = _inv.invariant_state(lam, p)
     if l1_distance(x0, target) <= eps:
         return 0.0
     # march forward on doubling horizons (the distance to the invariant state never
@@ -617,7 +600,7 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
     t_now, s_now, span = 0.0, x0, 1.0
     while True:
         grid = np.linspace(0.0, span, 257)
-        sol = fluid_trajectory(lam, p, grid, s_now, check=False)
+        sol = _fluid_trajectory(lam, p, grid, check_s0(s_now), 1e-10, False)
         hit = np.flatnonzero(l1_distance(sol, target) <= eps)
         if hit.size:
             k = int(hit[0])
@@ -631,7 +614,7 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
         span *= 2.0
     while b - a > 1e-7 * b:
         fine = np.linspace(0.0, b - a, 65)
-        ss = fluid_trajectory(lam, p, fine, sa, check=False)
+        ss = _fluid_trajectory(lam, p, fine, check_s0(sa), 1e-10, False)
         k = int(np.flatnonzero(l1_distance(ss, target) <= eps)[0])
         a, b, sa = a + fine[k - 1], a + fine[k], ss[k - 1]
     return float(b)
@@ -744,7 +727,7 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     atol = check_real(atol, "atol", low=0.0, high=1.0, low_open=True, high_open=True)
     max_evaluations = check_positive_int(max_evaluations, "max_evaluations")
     if levels is None:
-        levels = 2 * (invariant_state(lam, p).size - 1) + 10 if p > 0 else 200
+        levels = 2 * (_inv.invariant_state(lam, p).size - 1) + 10 if p > 0 else 200
     levels = check_positive_int(levels, "levels")
     if levels > 10**6:
         raise ValueError(f"levels must be an integer in [1, 1e6], got {levels}")
@@ -757,8 +740,7 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
             raise _Budget()
         if not np.all(np.isfinite(y)):
             return np.zeros_like(y)
-        return fluid_drift(np.concatenate([[1.0], y]), lam, p, validate=False,
-                           sliding=sliding)[1:]
+        return _drift_s(np.concatenate([[1.0], y]), lam, p, bool(sliding))[0][1:]
 
     from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 
@@ -784,7 +766,8 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     if success:
         message = "The solver successfully reached the end of the integration interval."
     s_end = np.concatenate([[1.0], y])
-    ref = fluid_trajectory(lam, p, [t_reached], check=False)[0]
+    ref = _fluid_trajectory(lam, p, check_times([t_reached]), np.array([1.0]), 1e-10,
+                            False)[0]
     err = l1_distance(s_end, ref) if np.all(np.isfinite(s_end)) else math.inf
     return NaiveSolveResult(method, bool(sliding), lam, p, t_end, rtol, success,
                             stalled, t_reached, s_end, min(count[0], max_evaluations), err,

@@ -102,122 +102,17 @@ invariant state).
 from __future__ import annotations
 
 import math
-import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
-from scipy import stats
 
+from . import _engine, _runlength
+from ._runlength import DEFAULT_EVENTS_PER_SECOND, events_per_second  # noqa: F401
 from ._validation import check_lam, check_n_stations, check_p, check_positive_int, \
     check_real
-from .invariant import invariant_state, mean_queue_length
 
 __all__ = ["RunPlan", "plan_run", "events_per_second", "variance_model"]
-
-# Expected lag-1 autocorrelation of the batch means the plan aims at: b = tau / (2 * it).
-_LAG1_TARGET = 0.05
-# Remaining warm-up bias allowed, as a fraction of the target half-width.
-_BIAS_FRACTION = 0.1
-# Warm-up floor in relaxation times.
-_MIN_RELAXATIONS = 3.0
-# Fewest events per batch (simulate warns below 100).
-_MIN_BATCH_EVENTS = 1000.0
-# simulate's p = 0 batch check wants batches of at least 10 * 2(1 + rho)/(1 - rho)^2;
-# the plan's 10 tau meets it with tau >= 2.02 (1 + rho)/(1 - rho)^2 (1% margin).
-_MM1_TAU_INT = 2.02
-# Finite-N inflation of the linear-noise variance: sigma^2 (1 + _FINITE_N / N).
-_FINITE_N = 30.0
-# Dense Lyapunov solve up to this many levels; beyond, tau = 1/mu.
-_DENSE_LEVELS = 200
-
-# Events per second of one core, used until a calibration run has measured this machine
-# (and for simulate's progress-bar decision): the floor that bench/bench_simulation.py
-# checks for the compiled kernel at N <= 1e6 (issue 3).  It is a deliberately low figure.
-DEFAULT_EVENTS_PER_SECOND = 5e7
-_measured_rate = None
-
-
-def events_per_second(*, measure=True):
-    r"""Events per second of one core of this machine for :func:`qtheory.simulate`.
-
-    Parameters
-    ----------
-    measure : bool, optional
-        If True (default) and this process has not measured it yet, run a calibration:
-        N = 10,000 stations at (lam, p) = (0.9, 0.1) started at the rounded invariant
-        state, 3 timed runs of 2e6 events after a compile-and-warm run, and keep the
-        fastest (about 0.2 s in all once the kernel is compiled).  The figure is cached
-        for the rest of the process.  If False, return the cached figure, or
-        :data:`DEFAULT_EVENTS_PER_SECOND` (5e7, the floor ``bench/bench_simulation.py``
-        checks) when nothing was measured.
-
-    Returns
-    -------
-    float
-        Uniformized events per second (dummy events included) of one chain on one core.
-        It depends on the machine's load at the time of the calibration.
-    """
-    global _measured_rate
-    if _measured_rate is not None:
-        return _measured_rate
-    if not measure:
-        return DEFAULT_EVENTS_PER_SECOND
-    from .simulation import _initial_counts, _streams, _System
-
-    n = 10_000
-    s = invariant_state(0.9, 0.1)
-    best = math.inf
-    for rep in range(4):
-        rng_state, _ = _streams(np.random.SeedSequence(12345 + rep))
-        sys_ = _System(n, 0.9, 0.1, _initial_counts(n, s), rng_state, track=False)
-        t0 = time.perf_counter()
-        sys_.run(2_000_000 if rep else 200_000)
-        dt = time.perf_counter() - t0
-        if rep:
-            best = min(best, dt)
-    _measured_rate = 2_000_000 / best
-    return _measured_rate
-
-
-def _mm1_sigma2(rho):
-    return 2.0 * rho * (1.0 + rho) / (1.0 - rho) ** 4
-
-
-def _mm1_tau(rho):
-    return (1.0 + 3.0 * rho + rho * rho) / ((1.0 - rho) ** 2 * (1.0 + rho))
-
-
-def _linear_noise(lam, p, s):
-    """sigma^2 and tau of the mean queue length in the linear-noise model around s."""
-    from scipy.linalg import solve_banded, solve_continuous_lyapunov
-
-    from .finite_n import _drift_jacobian_and_noise
-
-    K = s.size - 1
-    # Top level: the central tokens (Poisson, rate p) that serve it are the tokens left
-    # over by arrivals to top-level stations (rate lam s_K), which open level K + 1 and
-    # are served at once: both streams add noise, p + lam s_K (shared with
-    # qtheory.fluctuation_covariance).
-    diag, D = _drift_jacobian_and_noise(lam, p, s)
-    # A: sub-diagonal lam, super-diagonal 1 - p; A^T u = c as a banded solve.
-    ab = np.zeros((3, K))
-    ab[0, 1:] = lam          # super-diagonal of A^T
-    ab[1] = diag
-    ab[2, :-1] = 1.0 - p     # sub-diagonal of A^T
-    c = np.ones(K)
-    u = solve_banded((1, 1), ab, c)
-    sigma2 = float(u @ (D * u))
-    if K > _DENSE_LEVELS:
-        return sigma2, None
-    A = np.diag(diag) + np.diag(np.full(K - 1, lam), -1) + np.diag(np.full(K - 1, 1 - p), 1)
-    S = solve_continuous_lyapunov(A, -np.diag(D))
-    Sc = S @ c
-    int_c = -float(u @ Sc)
-    w = solve_banded((1, 1), ab, u)
-    int_tc = float(w @ Sc)
-    return sigma2, int_tc / int_c
 
 
 def variance_model(n_stations, lam, p):
@@ -259,39 +154,7 @@ def variance_model(n_stations, lam, p):
     n = check_n_stations(n_stations)
     lam = check_lam(lam)
     p = check_p(p)
-    return _variance_model(n, lam, p)
-
-
-def _variance_model(n, lam, p):
-    from .fluid import relaxation_rate
-
-    if lam == 0.0:
-        return dict(sigma2=0.0, correlation_time=0.0, relaxation_rate=math.inf,
-                    model="empty", fluid_mean=0.0)
-    if p == 0.0 or n == 1:
-        mu = (1.0 - math.sqrt(lam)) ** 2
-        # tau: the larger of the mean lag (1 + 3 rho + rho^2)/((1 - rho)^2 (1 + rho)) and
-        # 2(1 + rho)/(1 - rho)^2, the integrated time simulate's p = 0 check uses (so
-        # that a planned run never trips that check).
-        tau = max(_mm1_tau(lam), _MM1_TAU_INT * (1.0 + lam) / (1.0 - lam) ** 2)
-        return dict(sigma2=_mm1_sigma2(lam), correlation_time=tau,
-                    relaxation_rate=mu, model="mm1", fluid_mean=lam / (1.0 - lam))
-    if lam <= p:
-        m = n * p + (1.0 - p)
-        rho = n * lam / m
-        return dict(sigma2=_mm1_sigma2(rho) / (m * n), correlation_time=_mm1_tau(rho) / m,
-                    relaxation_rate=m * (1.0 - math.sqrt(rho)) ** 2, model="pooled",
-                    fluid_mean=0.0)
-    s = invariant_state(lam, p)
-    mu = relaxation_rate(lam, p)
-    sigma2, tau = _linear_noise(lam, p, s)
-    if tau is None:
-        tau = 1.0 / mu
-    # Empirical finite-N factor fitted to bench/plan_validation.py: the linear-noise
-    # variance is an N -> infinity approximation and under-predicts at small N.
-    sigma2 *= 1.0 + _FINITE_N / n
-    return dict(sigma2=sigma2, correlation_time=tau, relaxation_rate=mu,
-                model="linear-noise", fluid_mean=float(mean_queue_length(lam, p)))
+    return _runlength.variance_model(n, lam, p)
 
 
 _KEYS = ("n_stations", "lam", "p", "t_end", "warmup", "n_batches", "s0", "n_chains")
@@ -430,39 +293,14 @@ class RunPlan(Mapping):
                 f"{self.expected_events:.4g})")
 
 
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
-
-
 def _check_start(start):
     if start not in ("empty", "invariant"):
         raise ValueError(f"start must be 'empty' or 'invariant', got {start!r}")
     return start
 
 
-def _start_state(n, lam, p, start):
-    """(s0 for simulate, l1 distance of the start from the fluid invariant state)."""
-    if p == 0.0 or n == 1:
-        mean = lam / (1.0 - lam)
-    else:
-        mean = float(mean_queue_length(lam, p)) if lam > p else 0.0
-    if start == "empty":
-        return None, mean
-    if p == 0.0:
-        if lam == 0.0:
-            return None, 0.0
-        # lam**i rounded to multiples of 1/N: keep the levels that hold a station.
-        top = int(math.floor(math.log(0.5 / n) / math.log(lam)))
-        return lam ** np.arange(max(top, 0) + 1, dtype=np.float64), 0.0
-    s = invariant_state(lam, p)
-    return (s if s.size > 1 else None), 0.0
-
-
 def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_chains=1,
-             max_lag1=_LAG1_TARGET, calibrate=True):
+             max_lag1=_runlength.LAG1_TARGET, calibrate=True):
     r"""Plan a simulation that estimates the mean queue length to a given 95% half-width.
 
     Parameters
@@ -537,9 +375,7 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     >>> plan.warmup > 3 * plan.relaxation_time, plan.predicted_half_width <= 0.05
     (True, True)
     """
-    from .simulation import _MAX_EVENTS, _check_common
-
-    n, lam, p = _check_common(n_stations, lam, p)
+    n, lam, p = _engine.check_system(n_stations, lam, p)
     h = check_real(half_width, "half_width", low=0.0, low_open=True, high=math.inf,
                    high_open=True)
     start = _check_start(start)
@@ -553,47 +389,38 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     if not isinstance(calibrate, (bool, np.bool_)):
         raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
 
-    model = _variance_model(n, lam, p)
+    model = _runlength.variance_model(n, lam, p)
     mu = model["relaxation_rate"]
     tau = model["correlation_time"]
     sigma2 = model["sigma2"]
-    s0, d0 = _start_state(n, lam, p, start)
+    s0, d0 = _runlength.start_state(n, lam, p, start)
 
     rate = n * (1.0 + lam)
-    # Warm-up.
-    if math.isinf(mu) or lam == 0.0:
-        warmup, relax = 0.0, 0.0
-    else:
-        relax = 1.0 / mu
-        m = _MIN_RELAXATIONS
-        if d0 > 0.0:
-            m = max(m, math.log(d0 / (_BIAS_FRACTION * h)))
-        warmup = m * relax
+    warmup, relax = _runlength.warmup_rule(mu, lam, d0, h)
     # Batches and run length.
     b_per_chain = max(2, -(-n_batches // k))
     B = b_per_chain * k
-    tq = float(stats.t.ppf(0.975, B - 1))
-    b_min = max(tau / (2.0 * max_lag1), _MIN_BATCH_EVENTS / rate)
-    T_total = max(sigma2 * (tq / h) ** 2 / n, B * b_min)
+    b_min = _runlength.min_batch_length(tau, max_lag1, rate)
+    T_total, tq = _runlength.measured_time(sigma2, n, h, B, b_min)
     T_chain = T_total / k
     batch_length = T_chain / b_per_chain
     t_end = warmup + T_chain
     events_chain = rate * t_end
-    if not math.isfinite(events_chain) or events_chain > _MAX_EVENTS:
+    if not math.isfinite(events_chain) or events_chain > _engine.MAX_EVENTS:
         floor_events = rate * (warmup + b_per_chain * b_min)
         why = (f"ask for a larger half_width or use more chains (n_chains)"
-               if floor_events <= _MAX_EVENTS else
+               if floor_events <= _engine.MAX_EVENTS else
                f"even the shortest valid run (warm-up {warmup:.3g} and {b_per_chain} "
                f"batches of 10 correlation times, {floor_events:.3g} events) is too "
                f"long at N = {n}: no half_width helps; use fewer stations")
         raise ValueError(
             f"half_width = {h:g} needs about {k * events_chain:.3g} events "
             f"({events_chain:.3g} per chain, t_end = {t_end:.3g}): more than the "
-            f"{_MAX_EVENTS:.0e} per chain that simulate accepts; {why}")
+            f"{_engine.MAX_EVENTS:.0e} per chain that simulate accepts; {why}")
     pred = tq * math.sqrt(sigma2 / (n * T_total)) if sigma2 > 0 else 0.0
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain
-    seconds = expected_events / (eps * min(k, _cores()))
+    seconds = expected_events / (eps * min(k, _engine.available_cores()))
     return RunPlan(
         n_stations=n, lam=lam, p=p, t_end=float(t_end), warmup=float(warmup),
         n_batches=int(b_per_chain), n_chains=int(k), s0=s0, start=start,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -31,20 +30,16 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-from . import _kernels as _k
+from . import _engine, _runlength
+from . import _invariant as _inv
 from ._validation import (
     check_flag,
-    check_int,
-    check_lam,
-    check_n_stations,
-    check_p,
     check_positive_int,
     check_real,
-    check_s0,
     check_seed,
     check_times,
+    unwrap_scalar,
 )
-from .invariant import invariant_state, mean_queue_length
 from .statistics import (
     batch_means,
     correlation_threshold,
@@ -61,17 +56,13 @@ __all__ = [
     "sample_path",
 ]
 
-# Events per compiled call: about 0.1 s, so Ctrl-C and the progress bar respond quickly.
-_CHUNK = 1 << 23
 # Largest per-station record sample_path(per_station=True) will allocate (entries).
 _MAX_STATION_RECORD = 50_000_000
 # A progress bar appears by default (scripts and notebooks) for runs expected to take
-# longer than this many seconds (at planning.events_per_second per core).
+# longer than this many seconds (at events_per_second per core, qtheory._runlength).
 _AUTO_PROGRESS_SECONDS = 10.0
 # Runs with more events than this calibrate the event rate before deciding.
 _CALIBRATE_EVENTS = 3e8
-# Warm-up floor, in fluid relaxation times, below which simulate warns (p > 0).
-_MIN_RELAXATIONS = 3.0
 
 
 class SimulationWarning(UserWarning):
@@ -180,186 +171,12 @@ class SimulationResult:
 # --------------------------------------------------------------------------- internals
 
 
-def _streams(ss):
-    """Two independent child streams of a SeedSequence, without mutating it."""
-    kern = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (0,),
-                                  pool_size=ss.pool_size)
-    pois = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (1,),
-                                  pool_size=ss.pool_size)
-    rng_state = kern.generate_state(4, np.uint64)
-    if not rng_state.any():  # xoshiro's one forbidden state (probability 2**-256)
-        rng_state[0] = np.uint64(1)
-    return rng_state, np.random.default_rng(pois)
-
-
-def _initial_counts(n_stations, s0, name="s0"):
-    """Counts cnt[k] = #stations with >= k jobs from None, an int level or fractions."""
-    if s0 is None:
-        return np.array([n_stations], dtype=np.int64)
-    if isinstance(s0, (numbers.Number, np.generic)) or (
-            isinstance(s0, np.ndarray) and s0.ndim == 0):
-        # One rule for scalars (_validation.check_int): an integer, NumPy integer or 0-d
-        # integer array is a level; anything else (3.5, 3.0, True) is refused.
-        level = check_int(s0, name, minimum=0,
-                          what="a level: every station starts with that many jobs; "
-                               "or pass tail fractions as a 1-D array with s0[0] = 1")
-        if level >= 2_000_000_000:
-            raise ValueError(f"{name} as a level must be below 2e9 jobs, got {level}")
-        return np.full(level + 1, n_stations, dtype=np.int64)
-    s = check_s0(s0, name)
-    cnt = np.rint(s * n_stations).astype(np.int64)
-    cnt[0] = n_stations
-    nz = np.flatnonzero(cnt > 0)
-    return cnt[: nz[-1] + 1]
-
-
-def _level_dtype(top):
-    """Narrowest unsigned type for sorted queue lengths up to ``top`` (with headroom)."""
-    if top < 200:
-        return np.uint8
-    if top < 60_000:
-        return np.uint16
-    if top < 2_000_000_000:
-        return np.int32
-    raise ValueError("a queue longer than 2e9 jobs cannot be simulated")  # pragma: no cover
-
-
-class _System:
-    """The mutable state of one run (sorted levels, counts, accumulators, generator)."""
-
-    def __init__(self, n_stations, lam, p, cnt0, rng_state, track, shuffle_rng=None):
-        self.n = n_stations
-        self.lam = lam
-        self.p = p
-        top = len(cnt0) - 1
-        cap = max(64, 2 * (top + 2))
-        self.cnt = np.zeros(cap, dtype=np.int64)
-        self.cnt[: top + 1] = cnt0
-        # Stations with exactly k jobs, in sorted position (one pass, not one per level:
-        # a start with every station at level 1e6 costs O(N), not O(levels)).
-        exact = self.cnt[: top + 1] - self.cnt[1: top + 2]
-        occupied = np.flatnonzero(exact)
-        self.L = np.repeat(occupied.astype(_level_dtype(top)), exact[occupied])
-        self.cancel = None  # a threading.Event set when another chain was interrupted
-        self.acc = np.zeros(cap, dtype=np.int64)
-        self.tacc = np.zeros(cap, dtype=np.int64)
-        self.win_s = np.zeros(cap)  # step integrals of the open window, flushed per chunk
-        self.win_tail = np.zeros(cap)
-        self.win_width = 0
-        self.scal = np.zeros(_k.NSCAL, dtype=np.int64)
-        self.scal[_k.TOP] = top
-        self.a_thr, self.l_thr = _k.event_thresholds(lam, p)
-        self.rng = np.asarray(rng_state, dtype=np.uint64).copy()
-        self.track = bool(track)
-        if self.track:
-            if shuffle_rng is not None:
-                self.perm = shuffle_rng.permutation(n_stations).astype(np.int32)
-            else:
-                self.perm = np.arange(n_stations, dtype=np.int32)
-            self.pos = np.empty(n_stations, dtype=np.int32)
-            self.pos[self.perm] = np.arange(n_stations, dtype=np.int32)
-        self.n_events = 0
-
-    @property
-    def cap(self):
-        return self.cnt.shape[0]
-
-    @property
-    def top(self):
-        return int(self.scal[_k.TOP])
-
-    @property
-    def level_max(self):
-        return int(np.iinfo(self.L.dtype).max)
-
-    def _grow(self):
-        if self.top + 1 >= self.level_max:
-            self.L = self.L.astype(_level_dtype(self.top))
-            return
-        cap = self.cap
-        new = 2 * cap
-        for name in ("cnt", "acc", "tacc", "win_s", "win_tail"):
-            old = getattr(self, name)
-            arr = np.zeros(new, dtype=old.dtype)
-            arr[:cap] = old
-            setattr(self, name, arr)
-
-    def run(self, n_events, bar=None):
-        """Simulate n_events events in chunks (interruptible between chunks)."""
-        remaining = int(n_events)
-        while remaining > 0:
-            if self.cancel is not None and self.cancel.is_set():
-                raise _Cancelled()
-            # The window's clock never exceeds _CHUNK: every integer the kernels and
-            # flush add stays below 2**53, so the float sums are exact and the result
-            # does not depend on where flushes happen (nor on the chunk size).
-            step = min(remaining, _CHUNK - int(self.scal[_k.CLOCK]))
-            if self.track:
-                done = _k.run_events_tracked(step, self.a_thr, self.l_thr, self.L,
-                                             self.cnt, self.acc, self.tacc, self.scal,
-                                             self.rng, self.level_max, self.perm,
-                                             self.pos)
-            else:
-                done = _k.run_events(step, self.a_thr, self.l_thr, self.L, self.cnt,
-                                     self.acc, self.tacc, self.scal, self.rng,
-                                     self.level_max)
-            remaining -= done
-            self.n_events += done
-            if self.scal[_k.CLOCK] >= _CHUNK:  # flush full windows only: a short batch
-                # costs one flush (O(levels)) at its end, not one per call
-                self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
-                                           self.win_s, self.win_tail, False)
-            if bar is not None and done:
-                bar.update(done)
-            if done < step:
-                self._grow()
-
-    def close_window(self):
-        """End the accumulation window at the current state (counted for one step).
-
-        Returns (step integral of cnt[k], step integral of 1{top >= k}, number of
-        states W) over the window, and opens a new one.
-        """
-        self.win_width += _k.flush(self.cnt, self.acc, self.tacc, self.scal,
-                                   self.win_s, self.win_tail, True)
-        nz = np.flatnonzero(self.win_s)  # levels above the highest occupied are 0
-        hi = int(nz[-1]) + 1 if nz.size else 1
-        out = (self.win_s[:hi].copy(), self.win_tail[:hi].copy(), self.win_width)
-        self.win_s[:] = 0.0  # reuse the arrays: no fresh pages per batch
-        self.win_tail[:] = 0.0
-        self.win_width = 0
-        return out
-
-    def s(self):
-        return self.cnt[: self.top + 1] / self.n
-
-    def queues(self):
-        """Queue length of every station, int64[N] (tracking only)."""
-        return self.L[self.pos].astype(np.int64)
-
-
-# Largest system and run the simulator accepts: one byte per station, and about three
-# hours of events at 1e8 events per second.
-_MAX_STATIONS = 10**9
-_MAX_EVENTS = 1e12
-# Largest total over the chains of simulate or the runs of replicate.
-_MAX_TOTAL_EVENTS = 1e13
-
-
-def _check_common(n_stations, lam, p):
-    n_stations = check_n_stations(n_stations)
-    if n_stations > _MAX_STATIONS:
-        raise ValueError(f"n_stations must be an integer in [1, {_MAX_STATIONS:.0e}] "
-                         f"(one byte of memory per station), got {n_stations}")
-    return n_stations, check_lam(lam), check_p(p)
-
-
 def _check_horizon(n_stations, lam, horizon, name):
     events = n_stations * (1.0 + lam) * horizon
-    if events > _MAX_EVENTS:
+    if events > _engine.MAX_EVENTS:
         raise ValueError(
             f"{name} = {horizon:g} asks for about N(1 + lam) {name} = {events:.3g} events, "
-            f"more than the {_MAX_EVENTS:.0e} this simulator accepts in one call; "
+            f"more than the {_engine.MAX_EVENTS:.0e} this simulator accepts in one call; "
             f"use a smaller {name} (or fewer stations)")
 
 
@@ -373,10 +190,6 @@ def _stack(rows, width):
 
 
 # --------------------------------------------------------------------------- chains
-
-
-class _Cancelled(Exception):
-    """Raised inside a worker thread when another thread was interrupted."""
 
 
 class _SharedBar:
@@ -397,13 +210,8 @@ class _SharedBar:
 def _check_workers(workers):
     """None (all available cores) or an integer >= 1; returns the number of threads."""
     if workers is None:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # pragma: no cover
-            return max(1, os.cpu_count() or 1)
-    from ._validation import _unwrap_scalar
-
-    w = _unwrap_scalar(workers)
+        return _engine.available_cores()
+    w = unwrap_scalar(workers)
     if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral) \
             or not 1 <= int(w) <= 1024:
         raise ValueError(f"workers must be None (all available cores) or an integer in "
@@ -413,7 +221,7 @@ def _check_workers(workers):
 
 def _draw_chain(n_stations, lam, warmup, t_end, n_batches, ss):
     """Generator state and event counts of one chain (warm-up, then batches)."""
-    rng_state, gen = _streams(ss)
+    rng_state, gen = _engine.streams(ss)
     rate = n_stations * (1.0 + lam)
     batch_len = (t_end - warmup) / n_batches
     n_warm = int(gen.poisson(rate * warmup)) if warmup > 0 else 0
@@ -423,7 +231,7 @@ def _draw_chain(n_stations, lam, warmup, t_end, n_batches, ss):
 
 def _run_chain(n_stations, lam, p, cnt0, rng_state, n_warm, counts, bar, cancel):
     """Simulate one chain; per-batch step averages of s and of 1{M >= i}."""
-    system = _System(n_stations, lam, p, cnt0, rng_state, track=False)
+    system = _engine.System(n_stations, lam, p, cnt0, rng_state, track=False)
     system.cancel = cancel
     rows_s, rows_tail = [], []
     if n_warm:
@@ -509,9 +317,7 @@ def _pooled_lag1(x, n_chains):
 @lru_cache(maxsize=64)
 def _theory(n_stations, lam, p):
     """Relaxation rate, correlation time and fluid mean (cached; see planning)."""
-    from .planning import _variance_model
-
-    return _variance_model(n_stations, lam, p)
+    return _runlength.variance_model(n_stations, lam, p)
 
 
 def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, counts,
@@ -545,14 +351,14 @@ def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, coun
     elif lam > p:
         th = _theory(n_stations, lam, p)
         mu, tau = th["relaxation_rate"], th["correlation_time"]
-        s_inv = invariant_state(lam, p)
+        s_inv = _inv.invariant_state(lam, p)
         s_start = cnt0 / float(n_stations)
         w = max(s_inv.size, s_start.size)
         d0 = float(np.abs(np.pad(s_start, (0, w - s_start.size))
                           - np.pad(s_inv, (0, w - s_inv.size)))[1:].sum())
         T = t_end - warmup
         bias = d0 * math.exp(-mu * warmup) / (mu * T)
-        if warmup < _MIN_RELAXATIONS / mu:
+        if warmup < _runlength.MIN_RELAXATIONS / mu:
             if d0 <= 0.05 * max(th["fluid_mean"], 1e-300) + 1.0 / n_stations:
                 msgs.append(
                     f"the run starts at (l1 distance {d0:.3g} from) the fluid invariant "
@@ -586,7 +392,7 @@ def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, coun
                 f"{10.0 * tau * n_batches:.4g}"
             )
     if lam > 0.0 and lam > p:
-        v_inv = lam / (1.0 - lam) if p == 0.0 else float(mean_queue_length(lam, p))
+        v_inv = lam / (1.0 - lam) if p == 0.0 else float(_inv.mean_queue_length(lam, p))
         if summ.ci[1] < v_inv * (1.0 - 1e-12):
             msgs.append(
                 f"the whole 95% interval ({summ.ci[0]:.5g}, {summ.ci[1]:.5g}) lies below "
@@ -643,7 +449,7 @@ def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, co
 
 def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, name):
     """Validate the common arguments of simulate and replicate (before any seed work)."""
-    n_stations, lam, p = _check_common(n_stations, lam, p)
+    n_stations, lam, p = _engine.check_system(n_stations, lam, p)
     t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=math.inf,
                        high_open=True)
     warmup = check_real(warmup, "warmup", low=0.0, high=t_end, high_open=True)
@@ -653,11 +459,12 @@ def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, n
     if n_batches > 10**6:
         raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
     total = copies * n_stations * (1.0 + lam) * t_end
-    if total > _MAX_TOTAL_EVENTS:
+    if total > _engine.MAX_TOTAL_EVENTS:
         raise ValueError(
             f"{name} = {copies} runs of about N(1 + lam) t_end = "
             f"{n_stations * (1.0 + lam) * t_end:.3g} events each ask for {total:.3g} "
-            f"events in all, more than the {_MAX_TOTAL_EVENTS:.0e} accepted in one call; "
+            f"events in all, more than the {_engine.MAX_TOTAL_EVENTS:.0e} accepted in one "
+            f"call; "
             f"use a smaller {name} (or shorter runs)")
     return n_stations, lam, p, t_end, warmup, n_batches, progress
 
@@ -665,11 +472,9 @@ def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, n
 def _auto_bar(progress, total_events, parallel, desc):
     """A shared progress bar, or None.  Auto: runs planned to take more than ~10 s."""
     if progress is None:
-        from .planning import events_per_second
-
         # Runs that may take more than a second measure this machine's rate once per
         # process (about 0.2 s); shorter ones use the cached or default figure.
-        rate = events_per_second(measure=total_events > _CALIBRATE_EVENTS)
+        rate = _runlength.events_per_second(measure=total_events > _CALIBRATE_EVENTS)
         progress = total_events / (rate * max(1, parallel)) > _AUTO_PROGRESS_SECONDS
     if not progress:
         return None
@@ -817,7 +622,7 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     n_workers = _check_workers(workers)
     n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
         n_stations, lam, p, t_end, warmup, n_batches, progress, n_chains, "n_chains")
-    cnt0 = _initial_counts(n_stations, s0)
+    cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     if n_chains == 1:
         seeds = [ss]
@@ -873,7 +678,7 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
         n_stations, lam, p, t_end, warmup, n_batches, progress, n_replications,
         "n_replications")
-    cnt0 = _initial_counts(n_stations, s0)
+    cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     children = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
                                       pool_size=ss.pool_size).spawn(n_replications)
@@ -942,7 +747,7 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     Tsitsiklis and Xu (2012), Section 4 (the coupled uniformized construction used in the
     fluid-limit theorem); Jensen (1953).
     """
-    n_stations, lam, p = _check_common(n_stations, lam, p)
+    n_stations, lam, p = _engine.check_system(n_stations, lam, p)
     t = check_times(times)
     _check_horizon(n_stations, lam, float(t[-1]), "times[-1]")
     per_station = check_flag(per_station, "per_station")
@@ -953,13 +758,13 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
             f"{t.size * n_stations:,} queue lengths (limit {_MAX_STATION_RECORD:,}); "
             f"use fewer times or stations"
         )
-    cnt0 = _initial_counts(n_stations, s0)
+    cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
-    rng_state, gen = _streams(ss)
+    rng_state, gen = _engine.streams(ss)
     rate = n_stations * (1.0 + lam)
     gaps = np.diff(np.concatenate(([0.0], t)))
     counts = gen.poisson(rate * gaps).astype(np.int64)
-    system = _System(n_stations, lam, p, cnt0, rng_state, track=per_station,
+    system = _engine.System(n_stations, lam, p, cnt0, rng_state, track=per_station,
                      shuffle_rng=gen)
     rows = []
     q = np.empty((t.size, n_stations), dtype=np.int64) if per_station else None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qtheory as qt
-from qtheory.finite_n import _drift_jacobian_and_noise
+from qtheory._linear_noise import drift_jacobian_and_noise
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def test_covariance_solves_lyapunov_and_is_positive_definite():
     lam, p = 0.9, 0.2
     S = qt.fluctuation_covariance(lam, p)
     s = qt.invariant_state(lam, p)
-    diag, D = _drift_jacobian_and_noise(lam, p, s)
+    diag, D = drift_jacobian_and_noise(lam, p, s)
     K = diag.size
     A = np.diag(diag) + np.diag(np.full(K - 1, lam), -1) + np.diag(np.full(K - 1, 1 - p), 1)
     assert np.max(np.abs(A @ S + S @ A.T + np.diag(D))) < 1e-10
@@ -64,12 +64,12 @@ def test_covariance_solves_lyapunov_and_is_positive_definite():
 def test_planning_variance_unchanged_by_refactor():
     # sigma^2 = c^T A^-1 D A^-T c, recomputed from the shared covariance: c^T A^-1 ... via
     # the integrated autocovariance 2 c^T (-A)^-1 Sigma c
-    from qtheory.planning import _linear_noise
+    from qtheory._linear_noise import mean_queue_noise
     lam, p = 0.9, 0.2
     s = qt.invariant_state(lam, p)
-    sigma2, tau = _linear_noise(lam, p, s)
+    sigma2, tau = mean_queue_noise(lam, p, s, dense_levels=200)
     S = qt.fluctuation_covariance(lam, p)
-    diag, _ = _drift_jacobian_and_noise(lam, p, s)
+    diag, _ = drift_jacobian_and_noise(lam, p, s)
     K = diag.size
     A = np.diag(diag) + np.diag(np.full(K - 1, lam), -1) + np.diag(np.full(K - 1, 1 - p), 1)
     c = np.ones(K)

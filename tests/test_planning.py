@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import qtheory as qt
-from qtheory import planning
+from qtheory import _linear_noise, _runlength, planning
 
 
 def plan(*args, **kw):
@@ -138,9 +138,9 @@ def _birth_death_moments(rho):
 @pytest.mark.parametrize("rho", [0.3, 0.6, 0.85])
 def test_mm1_constants_match_the_poisson_equation(rho):
     sigma2, tau = _birth_death_moments(rho)
-    assert planning._mm1_sigma2(rho) == pytest.approx(sigma2, rel=1e-6)
+    assert _runlength.mm1_sigma2(rho) == pytest.approx(sigma2, rel=1e-6)
     assert qt.statistics.mm1_asymptotic_variance(rho) == pytest.approx(sigma2, rel=1e-6)
-    assert planning._mm1_tau(rho) == pytest.approx(tau, rel=1e-6)
+    assert _runlength.mm1_tau(rho) == pytest.approx(tau, rel=1e-6)
 
 
 def test_linear_noise_variance_is_the_integral_of_the_autocovariance():
@@ -150,7 +150,7 @@ def test_linear_noise_variance_is_the_integral_of_the_autocovariance():
 
     lam, p = 0.9, 0.2
     s = qt.invariant_state(lam, p)
-    sigma2, tau = planning._linear_noise(lam, p, s)
+    sigma2, tau = _linear_noise.mean_queue_noise(lam, p, s, dense_levels=200)
     K = s.size - 1
     A = (np.diag(np.full(K, -(lam + 1 - p))) + np.diag(np.full(K - 1, lam), -1)
          + np.diag(np.full(K - 1, 1 - p), 1))

@@ -25,6 +25,7 @@ from scipy import sparse, stats
 from scipy.sparse.linalg import spsolve
 
 import qtheory
+from qtheory import _engine, _kernels
 from qtheory import simulation as simmod
 from qtheory.simulation import SimulationWarning, replicate, sample_path, simulate
 from qtheory.statistics import batch_means, correlation_threshold, lag1_autocorrelation
@@ -134,11 +135,11 @@ def test_chunking_and_level_growth_do_not_change_a_bit(monkeypatch):
     kw = dict(t_end=4e4, warmup=1e3, seed=3)
     a = quiet(simulate, 1, 0.97, 0.0, **kw)
     assert a.s.size > 64
-    monkeypatch.setattr(simmod, "_CHUNK", 1000)
+    monkeypatch.setattr(_engine, "CHUNK", 1000)
     b = quiet(simulate, 1, 0.97, 0.0, **kw)
     assert _same(a, b)
     pa = sample_path(4, 0.97, 0.0, np.linspace(0, 3e3, 7), seed=2)
-    monkeypatch.setattr(simmod, "_CHUNK", 333)
+    monkeypatch.setattr(_engine, "CHUNK", 333)
     pb = sample_path(4, 0.97, 0.0, np.linspace(0, 3e3, 7), seed=2)
     assert np.array_equal(pa, pb)
 
@@ -149,7 +150,7 @@ def test_narrow_level_type_is_widened_without_changing_a_bit(monkeypatch):
     kw = dict(t_end=3e4, warmup=10.0, seed=12, s0=199)
     a = quiet(simulate, 2, 0.99, 0.0, **kw)
     assert a.s.size > 256
-    monkeypatch.setattr(simmod, "_level_dtype", lambda top: np.int32)
+    monkeypatch.setattr(_engine, "level_dtype", lambda top: np.int32)
     b = quiet(simulate, 2, 0.99, 0.0, **kw)
     assert _same(a, b)
 
@@ -512,7 +513,7 @@ def test_progress_bar_does_not_change_results(capsys):
 
 def test_interrupt_between_chunks_propagates(monkeypatch):
     calls = []
-    real = simmod._k.run_events
+    real = _kernels.run_events
 
     def flaky(*args):
         calls.append(1)
@@ -520,8 +521,8 @@ def test_interrupt_between_chunks_propagates(monkeypatch):
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(simmod, "_CHUNK", 1000)
-    monkeypatch.setattr(simmod._k, "run_events", flaky)
+    monkeypatch.setattr(_engine, "CHUNK", 1000)
+    monkeypatch.setattr(_kernels, "run_events", flaky)
     with pytest.raises(KeyboardInterrupt):
         simulate(10, 0.8, 0.1, t_end=1000.0, warmup=10.0, seed=1)
 
@@ -674,7 +675,7 @@ def test_one_chain_is_the_classic_run():
 
 def test_interrupt_in_a_worker_stops_every_chain(monkeypatch):
     calls = {"n": 0}
-    real = simmod._k.run_events
+    real = _kernels.run_events
 
     def flaky(*args):
         calls["n"] += 1
@@ -682,8 +683,8 @@ def test_interrupt_in_a_worker_stops_every_chain(monkeypatch):
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(simmod, "_CHUNK", 5000)
-    monkeypatch.setattr(simmod._k, "run_events", flaky)
+    monkeypatch.setattr(_engine, "CHUNK", 5000)
+    monkeypatch.setattr(_kernels, "run_events", flaky)
     with pytest.raises(KeyboardInterrupt):
         quiet(simulate, 50, 0.9, 0.1, t_end=2000.0, warmup=0.0, seed=1, n_chains=4,
               workers=2)
@@ -766,7 +767,7 @@ def test_progress_shown_in_scripts_for_long_runs(monkeypatch, capsys):
 
 
 def test_kernels_release_the_gil():
-    for kern in (simmod._k.run_events, simmod._k.run_events_tracked, simmod._k.flush):
+    for kern in (_kernels.run_events, _kernels.run_events_tracked, _kernels.flush):
         assert kern.targetoptions.get("nogil") is True
 
 

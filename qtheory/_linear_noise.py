@@ -1,0 +1,135 @@
+r"""The fluid model linearized at the invariant state, with its noise (linear noise).
+
+Near the invariant state :math:`s^I` (top level :math:`i^*`) the fluid drift is linear,
+:math:`\dot x = A x`, with :math:`A = A_{i^*}` tridiagonal (sub-diagonal :math:`\lambda`,
+diagonal :math:`-(\lambda + 1 - p)` and :math:`-(1-p)` on the sliding top level,
+super-diagonal :math:`1-p`).  The linear-noise (Ornstein-Uhlenbeck) approximation adds
+the jump covariance :math:`D` (diagonal, the total jump rate of each level):
+:math:`\sqrt N (s^N - s^I) \approx X`, :math:`dX = A X\,dt + D^{1/2} dW`, with
+stationary covariance :math:`\Sigma` solving :math:`A\Sigma + \Sigma A^\top + D = 0`.
+
+One model, used by :func:`qtheory.relaxation_rate` (the spectral gap of :math:`A`),
+:func:`qtheory.fluctuation_covariance` and :func:`qtheory.finite_n_mean`
+(:math:`\Sigma`, the reflected diffusion), and the run planner
+(:func:`qtheory.planning.variance_model`: the variance and correlation time of the mean
+queue length).  Every function here takes validated arguments and checks nothing.
+
+References
+----------
+N. G. van Kampen, *Stochastic Processes in Physics and Chemistry*, 3rd ed., 2007, Ch. X;
+T. G. Kurtz, "Strong approximation theorems for density dependent Markov chains", Stoch.
+Proc. Appl. 6, 1978; J. N. Tsitsiklis and K. Xu, "On the power of (even a little)
+resource pooling", Stochastic Systems 2(1), 2012 (the fluid model and its invariant
+state).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import eigvalsh_tridiagonal, solve_banded, solve_continuous_lyapunov
+
+from . import _invariant as _inv
+
+__all__ = ["drift_jacobian_and_noise", "dense_jacobian", "lyapunov",
+           "regime_matrix_eigmax", "relaxation_rate", "mean_queue_noise"]
+
+
+def drift_jacobian_and_noise(lam, p, s, *, sliding_top=True):
+    r"""Jacobian A (K x K) and diagonal jump covariance D (K,) of the linear-noise model.
+
+    ``s`` holds :math:`s_0 = 1, s_1, \dots, s_K` (the levels 1..K are the coordinates;
+    :math:`s_{K+1} = 0`).  Below the top, row i of the drift
+    :math:`\lambda(s_{i-1}-s_i) - (1-p)(s_i - s_{i+1})` gives sub-diagonal
+    :math:`\lambda`, diagonal :math:`-(\lambda + 1 - p)`, super-diagonal :math:`1-p`, and
+    D_ii is the total jump rate of level i.  With ``sliding_top`` (p > 0) level K is the
+    top level of the invariant state: its drift
+    :math:`\lambda s_{K-1} - (1-p) s_K - p` has diagonal :math:`-(1-p)`, and its noise
+    gets the central tokens (rate p) and the arrivals to top stations (rate
+    :math:`\lambda s_K`) that lift a station above K and are served at once: the tokens
+    that hit level K are the difference of these two independent Poisson streams.
+    Returns the three diagonals of A and D.
+    """
+    K = s.size - 1
+    sp_ = np.append(s, 0.0)
+    D = lam * (sp_[:-2] - sp_[1:-1]) + (1.0 - p) * (sp_[1:-1] - sp_[2:])
+    diag = np.full(K, -(lam + 1.0 - p))
+    if sliding_top:
+        D[-1] += p + lam * s[-1]
+        diag[-1] = -(1.0 - p)
+    return diag, D
+
+
+def dense_jacobian(lam, p, diag):
+    """The tridiagonal Jacobian A as a dense K x K array, from its diagonal."""
+    K = diag.size
+    return (np.diag(diag) + np.diag(np.full(K - 1, lam), -1)
+            + np.diag(np.full(K - 1, 1.0 - p), 1))
+
+
+def lyapunov(lam, p, s, *, sliding_top=True):
+    """Stationary covariance Sigma of the OU model: A Sigma + Sigma A^T + D = 0."""
+    diag, D = drift_jacobian_and_noise(lam, p, s, sliding_top=sliding_top)
+    A = dense_jacobian(lam, p, diag)
+    return solve_continuous_lyapunov(A, -np.diag(D))
+
+
+def regime_matrix_eigmax(lam, p, K):
+    """Largest eigenvalue of the regime-K matrix A_K (symmetrized, tridiagonal)."""
+    if K == 1:
+        return -(1.0 - p)
+    d = np.full(K, -(lam + 1.0 - p))
+    d[-1] = -(1.0 - p)
+    e = np.full(K - 1, math.sqrt(lam * (1.0 - p)))
+    w = eigvalsh_tridiagonal(d, e, select="i", select_range=(K - 1, K - 1))
+    return float(w[0])
+
+
+def relaxation_rate(lam, p):
+    """:func:`qtheory.relaxation_rate` for validated ``lam`` and ``p``."""
+    if p == 0.0:
+        return (1.0 - math.sqrt(lam)) ** 2
+    s = _inv.invariant_state(lam, p)
+    K = s.size - 1
+    top = s[K] if K else 1.0
+    critical = abs(lam * top - p) <= 64 * np.finfo(float).eps * max(p, lam * top)
+    if K == 0:
+        return (1.0 - p) if critical else math.inf
+    rate = -regime_matrix_eigmax(lam, p, K)
+    if critical:
+        rate = min(rate, -regime_matrix_eigmax(lam, p, K + 1))
+    return rate
+
+
+def mean_queue_noise(lam, p, s, *, dense_levels):
+    r"""sigma^2 and tau of the mean queue length in the linear-noise model around s.
+
+    :math:`\sigma^2 = c^\top A^{-1} D A^{-\top} c` (the asymptotic variance constant of
+    the time average of :math:`\sum_i s_i`, per :math:`1/N`) and the mean lag
+    :math:`\tau = c^\top A^{-2}\Sigma c / (-c^\top A^{-1}\Sigma c)` of its
+    autocovariance, with :math:`c = (1, \dots, 1)` (see :mod:`qtheory.planning`).
+    ``tau`` is None beyond ``dense_levels`` levels (no dense Lyapunov solve).
+    """
+    K = s.size - 1
+    # Top level: the central tokens (Poisson, rate p) that serve it are the tokens left
+    # over by arrivals to top-level stations (rate lam s_K), which open level K + 1 and
+    # are served at once: both streams add noise, p + lam s_K (shared with
+    # qtheory.fluctuation_covariance).
+    diag, D = drift_jacobian_and_noise(lam, p, s)
+    # A: sub-diagonal lam, super-diagonal 1 - p; A^T u = c as a banded solve.
+    ab = np.zeros((3, K))
+    ab[0, 1:] = lam          # super-diagonal of A^T
+    ab[1] = diag
+    ab[2, :-1] = 1.0 - p     # sub-diagonal of A^T
+    c = np.ones(K)
+    u = solve_banded((1, 1), ab, c)
+    sigma2 = float(u @ (D * u))
+    if K > dense_levels:
+        return sigma2, None
+    S = solve_continuous_lyapunov(dense_jacobian(lam, p, diag), -np.diag(D))
+    Sc = S @ c
+    int_c = -float(u @ Sc)
+    w = solve_banded((1, 1), ab, u)
+    int_tc = float(w @ Sc)
+    return sigma2, int_tc / int_c
