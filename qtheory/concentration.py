@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _invariant as _inv
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
     check_seed
 from .exact import exact_state_space_size, exact_stationary
-from .invariant import invariant_state, mean_queue_length
+from .simulation import sample_path, simulate
 from .statistics import batch_means, correlation_threshold
 
 __all__ = ["ConcentrationResult", "concentration_study", "fit_power_law",
@@ -358,8 +359,6 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     Tsitsiklis and Xu (2012), Theorem 3.7 (concentration of the stationary laws on the
     invariant state) and Section 3.3; the book's steady-state chapter (the finite-N effects).
     """
-    from .simulation import sample_path, simulate
-
     progress = check_flag(progress, "progress")
     lam = check_lam(lam)
     p = check_p(p)
@@ -380,9 +379,9 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     ss = check_seed(seed)
     children = ss.spawn(n_list.size)
 
-    sI = invariant_state(lam, p)
+    sI = _inv.invariant_state(lam, p)
     istar = sI.size - 1
-    v1 = mean_queue_length(lam, p)
+    v1 = _inv.mean_queue_length(lam, p)
     rows = []
     it = range(n_list.size)
     if progress:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _invariant as _inv
 from ._validation import check_lam, check_n_stations, check_p, check_seed
 from .design import design_point
 from .fluid import fluid_trajectory, l1_distance
-from .invariant import (heavy_traffic_scaling, invariant_state, mean_queue_length,
-                        mm1_mean_queue_length, top_level)
+from .invariant import heavy_traffic_scaling, mm1_mean_queue_length
 from .simulation import sample_path
 
 __all__ = [
@@ -146,6 +146,11 @@ def fluid_start(lam, p, start="empty", k=10):
     """
     lam, p = check_lam(lam), check_p(p)
     k = check_n_stations(k, "k")
+    return _fluid_start(lam, p, start, k)
+
+
+def _fluid_start(lam, p, start, k):
+    """fluid_start for validated lam, p and k."""
     if start == "empty":
         return np.array([1.0])
     if start == "all at level k":
@@ -153,7 +158,7 @@ def fluid_start(lam, p, start="empty", k=10):
     if start == "invariant + layer":
         if p == 0:
             raise ValueError("p: the start 'invariant + layer' needs 0 < p <= 1")
-        s = np.append(invariant_state(lam, p), np.zeros(k))
+        s = np.append(_inv.invariant_state(lam, p), np.zeros(k))
         s[1:k + 1] = np.maximum(s[1:k + 1], 0.5)
         return s
     raise ValueError(f"start: one of {FLUID_STARTS}, got {start!r}")
@@ -190,11 +195,13 @@ def fluid_view(lam, p, start="empty", k=10, times=FLUID_TIMES):
     ----------
     Tsitsiklis and Xu (2012), Sections 3 and 5.
     """
+    lam, p = check_lam(lam), check_p(p)
+    k = check_n_stations(k, "k")
     times = np.asarray(times, dtype=float)
-    s = fluid_trajectory(lam, p, times, fluid_start(lam, p, start, k))
-    inv = invariant_state(lam, p) if p > 0 else None
+    s = fluid_trajectory(lam, p, times, _fluid_start(lam, p, start, k))
+    inv = _inv.invariant_state(lam, p) if p > 0 else None
     return {"times": times, "s": s, "mean": s[:, 1:].sum(axis=1), "invariant": inv,
-            "invariant_mean": None if inv is None else float(mean_queue_length(lam, p))}
+            "invariant_mean": None if inv is None else float(_inv.mean_queue_length(lam, p))}
 
 
 def invariant_view(lam, p):
@@ -227,10 +234,10 @@ def invariant_view(lam, p):
     lam, p = check_lam(lam), check_p(p)
     if p == 0:
         raise ValueError("p: the invariant-state view needs 0 < p <= 1")
-    top = int(top_level(lam, p))
-    return {"s": invariant_state(lam, p), "top_level": top,
-            "mean": float(mean_queue_length(lam, p)),
-            "mm1_mean": float(mm1_mean_queue_length(lam)),
+    top = int(_inv.top_level(lam, p))
+    return {"s": _inv.invariant_state(lam, p), "top_level": top,
+            "mean": float(_inv.mean_queue_length(lam, p)),
+            "mm1_mean": float(_inv.mm1_mean_queue_length(lam)),
             "mm1_tail_top": float(lam ** top)}
 
 
@@ -263,9 +270,10 @@ def design_view(lam, target, n_curve=101):
     Tsitsiklis and Xu (2012), Theorem 3; :func:`qtheory.min_centralization`.
     """
     point = design_point(lam, target)
+    lam = point.lam
     ps = np.linspace(0.0, lam, n_curve)
     return {"point": point, "p": ps,
-            "mean": np.array([mean_queue_length(lam, q) for q in ps])}
+            "mean": np.array([_inv.mean_queue_length(lam, q) for q in ps])}
 
 
 def fluid_limit_view(n_stations, lam, p, *, times=FLUID_LIMIT_TIMES,
@@ -337,8 +345,8 @@ def heavy_traffic_view(lam, p):
     Tsitsiklis and Xu (2012), Theorem 3 and Section 6 (heavy traffic).
     """
     lam, p = check_lam(lam), check_p(p)
-    return {"x": 1.0 / (1.0 - lam), "mean": float(mean_queue_length(lam, p)),
-            "mm1_mean": float(mm1_mean_queue_length(lam)),
+    return {"x": 1.0 / (1.0 - lam), "mean": float(_inv.mean_queue_length(lam, p)),
+            "mm1_mean": float(_inv.mm1_mean_queue_length(lam)),
             "scale": float(heavy_traffic_scaling(lam, p))}
 
 

@@ -350,6 +350,11 @@ def point_seeds(seed, n_points):
     """
     root = check_seed(seed)
     n_points = check_positive_int(n_points, "n_points", minimum=0)
+    return _point_seeds(root, n_points)
+
+
+def _point_seeds(root, n_points):
+    """point_seeds for a SeedSequence ``root`` and a checked ``n_points``."""
     # A fresh copy, so that the same root gives the same children every time (spawn
     # advances a SeedSequence's child counter).
     root = np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key,
@@ -542,7 +547,7 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     pass_seed = bool(pass_seed) and not grid_has_seed
     if pass_seed:
         root = check_seed(seed)
-        seeds = point_seeds(root, len(points))
+        seeds = _point_seeds(root, len(points))
         seed_entropy = root.entropy
         calls = [dict(pt, seed=s) for pt, s in zip(points, seeds)]
     else:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _invariant as _inv
 from ._validation import check_lam, check_p, check_positive_int, check_real, check_s0, \
     check_times
 from .fluid import fluid_trajectory, l1_distance
@@ -143,7 +144,7 @@ def shifted_invariant_state(lam, p, shift):
     lam = check_lam(lam)
     p = check_real(p, "p", low=0.0, high=1.0, low_open=True)
     L = check_positive_int(shift, "shift", minimum=0)
-    sI = invariant_state(lam, p)
+    sI = _inv.invariant_state(lam, p)
     return np.concatenate([np.ones(L + 1), sI[1:]])
 
 
@@ -193,7 +194,7 @@ def relaxation_rate_bound(lam, p):
         raise ValueError(f"relaxation_rate_bound needs lam + p > 1, got lam={lam!r}, "
                          f"p={p!r}")
     r = lam / (1.0 - p)
-    istar = invariant_state(lam, p).size - 1
+    istar = _inv.invariant_state(lam, p).size - 1
     if istar == 0:
         raise ValueError(f"relaxation_rate_bound needs lam > p (i* >= 1), got "
                          f"lam={lam!r}, p={p!r}: the fluid empties in finite time")
@@ -237,7 +238,7 @@ def longest_queue_limit(lam, p):
     """
     lam = check_lam(lam)
     p = check_real(p, "p", low=0.0, high=1.0, low_open=True)
-    sI = invariant_state(lam, p)
+    sI = _inv.invariant_state(lam, p)
     istar = sI.size - 1
     out = np.ones(istar + 2)
     out[istar + 1] = min(lam * sI[istar] / p, 1.0)
