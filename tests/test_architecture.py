@@ -1,0 +1,329 @@
+"""The library's architecture: one-way dependencies, private names kept private, and
+arguments validated once at the public boundary (CONTRIBUTING.md, "The library").
+
+* ``import_graph`` reads every module of a package with :mod:`ast` and records each
+  import of a sibling module, at module level or inside a function (a lazy import is
+  a dependency too).  :mod:`graphlib` then looks for a cycle.
+* ``private_uses`` lists every ``from .x import _name`` and every ``x._name`` where
+  ``x`` is a sibling module: a module may use its own underscore names only.
+* The validation counts wrap ``check_lam`` (and ``check_p``, ``check_n_stations``)
+  where every module looks it up, and count the calls one public call makes.
+
+Each check has a planted-defect test on a small package written to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import importlib
+import pkgutil
+import sys
+import warnings
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import qtheory
+from qtheory import _validation
+
+PACKAGE = Path(qtheory.__file__).parent
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+def _modules(root):
+    """{module name: parsed tree} for every .py file of the package folder ``root``."""
+    out = {}
+    for path in sorted(Path(root).glob("*.py")):
+        name = path.stem
+        out[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return out
+
+
+def _imports(tree, package, siblings):
+    """Yield (line, sibling imported, names taken from it, {alias: sibling}) per import."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                base = node.module
+            elif node.level == 0 and node.module and (
+                    node.module == package or node.module.startswith(package + ".")):
+                base = node.module[len(package) + 1:] or None
+            else:
+                continue
+            if base is None:  # from . import x, y
+                for a in node.names:
+                    if a.name in siblings:
+                        yield node.lineno, a.name, [], {a.asname or a.name: a.name}
+                continue
+            mod = base.split(".")[0]
+            if mod in siblings:
+                yield node.lineno, mod, [a.name for a in node.names], {}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == package and len(parts) > 1 and parts[1] in siblings:
+                    # ``import pkg.x as y`` binds y to x; ``import pkg.x`` binds pkg
+                    alias = {a.asname: parts[1]} if a.asname else {package: None}
+                    yield node.lineno, parts[1], [], alias
+
+
+def import_graph(root, package):
+    """{module: {sibling it imports, ...}} over the modules of ``root``, lazy imports
+    included."""
+    mods = _modules(root)
+    graph = {m: set() for m in mods}
+    for m, tree in mods.items():
+        for _, dep, _, _ in _imports(tree, package, mods):
+            if dep != m and dep != "__init__":
+                graph[m].add(dep)
+    return graph
+
+
+def find_cycle(graph):
+    """A list of modules forming an import cycle, or None."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        return list(err.args[1])
+    return None
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(root, package):
+    """Every use of another module's underscore name: ``(module, line, text)``."""
+    mods = _modules(root)
+    found = []
+    for m, tree in mods.items():
+        aliases = {}
+        for line, dep, names, alias in _imports(tree, package, mods):
+            aliases.update(alias)
+            if dep == m:
+                continue
+            for n in names:
+                if _private(n):
+                    found.append((m, line, f"from .{dep} import {n}"))
+        roots = {a for a, dep in aliases.items() if dep is None}
+
+        def module_of(expr):
+            """The sibling module an expression names (``x`` or ``package.x``)."""
+            if isinstance(expr, ast.Name) and aliases.get(expr.id):
+                return aliases[expr.id]
+            if (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
+                    and expr.value.id in roots and expr.attr in mods):
+                return expr.attr
+            return None
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                dep = module_of(node.value)
+                if dep is not None and dep != m:
+                    found.append((m, node.lineno, f"{ast.unparse(node)} ({dep})"))
+    return sorted(set(found))
+
+
+def test_qtheory_has_no_import_cycle():
+    graph = import_graph(PACKAGE, "qtheory")
+    assert "simulation" in graph and graph["simulation"], "the graph was not read"
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle in qtheory: {' -> '.join(cycle)}"
+
+
+def test_no_private_name_crosses_a_module_border():
+    uses = private_uses(PACKAGE, "qtheory")
+    assert not uses, "private names used across modules:\n" + "\n".join(
+        f"  qtheory/{m}.py:{line}: {text}" for m, line, text in uses)
+
+
+def test_the_documented_layers_hold():
+    """The module map of CONTRIBUTING.md: the engine, the run-length rules and the
+    linear-noise model sit below the modules that use them."""
+    graph = import_graph(PACKAGE, "qtheory")
+    assert "simulation" not in graph["planning"] and "planning" not in graph["simulation"]
+    assert "finite_n" not in graph["planning"] and "planning" not in graph["finite_n"]
+    assert "finite_n" not in graph["simulation"]
+    for m, deps in graph.items():
+        if m.startswith("_") and m != "__init__":
+            public = {d for d in deps if not d.startswith("_")}
+            assert not public, f"the private module {m} imports public {sorted(public)}"
+    assert "_runlength" in graph["simulation"] and "_runlength" in graph["planning"]
+    assert "_engine" in graph["simulation"] and "_engine" in graph["planning"]
+    assert "_linear_noise" in graph["_runlength"] and "_linear_noise" in graph["finite_n"]
+
+
+# A small package with every defect the checks must see.
+_PLANTED = {
+    "__init__.py": "from .a import f\n",
+    "a.py": "from .b import g\n\ndef f():\n    return g()\n",
+    "b.py": "def g():\n    from .c import h\n    return h()\n",
+    "c.py": ("from . import a as mod_a\nfrom .d import _secret\nimport pkg.d\n\n"
+             "def h():\n    return mod_a._hidden + _secret + pkg.d._x\n"),
+    "d.py": "_secret = 1\n_x = 2\n",
+    "e.py": "from .d import _secret as s\nfrom . import d\n\ndef k():\n    return d._x\n",
+}
+
+
+@pytest.fixture
+def planted(tmp_path):
+    root = tmp_path / "pkg"
+    root.mkdir()
+    for name, text in _PLANTED.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_cycle_check_sees_a_cycle_through_a_lazy_import(planted):
+    graph = import_graph(planted, "pkg")
+    assert graph["b"] == {"c"}           # the import inside g() counts
+    cycle = find_cycle(graph)
+    assert cycle is not None and set(cycle) >= {"a", "b", "c"}
+    # and without the lazy import the planted package has none
+    (planted / "b.py").write_text("def g():\n    return 0\n")
+    assert find_cycle(import_graph(planted, "pkg")) is None
+
+
+def test_private_check_sees_imports_and_attributes(planted):
+    uses = private_uses(planted, "pkg")
+    texts = {(m, t.split(" (")[0]) for m, _, t in uses}
+    assert ("c", "from .d import _secret") in texts
+    assert ("c", "mod_a._hidden") in texts
+    assert ("e", "from .d import _secret") in texts
+    assert ("e", "d._x") in texts
+    assert ("c", "pkg.d._x") in texts
+    assert len(uses) == 5, uses
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _qtheory_modules():
+    return [importlib.import_module(f"qtheory.{m.name}")
+            for m in pkgutil.iter_modules(qtheory.__path__)]
+
+
+class _Counter:
+    """Count the calls of ``_validation.<name>`` through every module that looks it up."""
+
+    def __init__(self, *names):
+        self.names = names
+        self.calls = {n: 0 for n in names}
+
+    def __enter__(self):
+        self._patches = []
+        for n in self.names:
+            real = getattr(_validation, n)
+
+            def counted(*args, _n=n, _real=real, **kwargs):
+                self.calls[_n] += 1
+                return _real(*args, **kwargs)
+
+            for mod in _qtheory_modules() + [_validation]:
+                if getattr(mod, n, None) is real:
+                    p = mock.patch.object(mod, n, counted)
+                    p.start()
+                    self._patches.append(p)
+        return self
+
+    def __exit__(self, *exc):
+        for p in reversed(self._patches):
+            p.stop()
+
+
+def _count(fn, *args, **kwargs):
+    with _Counter("check_lam", "check_p", "check_n_stations") as c, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(*args, **kwargs)
+    return c.calls
+
+
+@pytest.mark.parametrize("args", [
+    (1000, 0.9, 0.1),         # linear-noise model, p > 0
+    (100, 0.9, 0.0),          # M/M/1
+    (200, 0.3, 0.5),          # lam <= p: pooled
+    (1, 0.5, 0.2),            # one station
+])
+@pytest.mark.parametrize("start", ["empty", "invariant"])
+def test_plan_run_checks_each_argument_once(args, start):
+    calls = _count(qtheory.plan_run, *args, half_width=0.05, start=start,
+                   calibrate=False)
+    assert calls == {"check_lam": 1, "check_p": 1, "check_n_stations": 1}
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    ((300, 0.9, 0.1), dict(t_end=60.0, warmup=10.0)),
+    ((300, 0.9, 0.1), dict(t_end=60.0, warmup=10.0, n_chains=2, s0=2)),
+    ((50, 0.8, 0.0), dict(t_end=60.0, warmup=10.0)),
+    ((50, 0.3, 0.5), dict(t_end=60.0, warmup=10.0)),
+])
+def test_simulate_checks_each_argument_once(args, kwargs):
+    calls = _count(qtheory.simulate, *args, seed=1, **kwargs)
+    assert calls == {"check_lam": 1, "check_p": 1, "check_n_stations": 1}
+
+
+def test_simulate_of_a_plan_checks_once_in_each():
+    plan = qtheory.plan_run(400, 0.85, 0.15, half_width=0.2, calibrate=False)
+    calls = _count(qtheory.simulate, **plan, seed=2)
+    assert calls == {"check_lam": 1, "check_p": 1, "check_n_stations": 1}
+
+
+@pytest.mark.parametrize("args", [
+    (10**5, 0.5, 0.4),        # M/M/1 formula above a well-populated top
+    (10**4, 0.3, 0.5),        # lam <= p
+    (5, 0.3, 0.5),            # lam <= p, sparse: the closure
+    (10, 0.9, 0.0),           # exact
+    (400, 0.6, 0.3),          # reflected diffusion (Monte Carlo)
+])
+def test_finite_n_mean_checks_each_argument_once(args):
+    calls = _count(qtheory.finite_n_mean, *args)
+    assert calls == {"check_lam": 1, "check_p": 1, "check_n_stations": 1}
+
+
+@pytest.mark.parametrize("name,args,kwargs", [
+    ("replicate", (2, 50, 0.9, 0.1), dict(t_end=50.0, warmup=5.0, seed=1)),
+    ("sample_path", (50, 0.9, 0.1, [1.0, 2.0]), dict(seed=1)),
+    ("fluctuation_covariance", (0.9, 0.1), {}),
+    ("finite_n_min_centralization", (10**5, 0.5, 0.5), {}),
+    ("relaxation_rate", (0.9, 0.1), {}),
+    ("fluid_trajectory", (0.9, 0.1, [0.0, 1.0, 5.0]), {}),
+    ("time_to_invariant", (0.9, 0.1), {}),
+    ("naive_fluid_solve", (0.9, 0.1, 5.0), dict(max_evaluations=500)),
+    ("invariant_tail_sums", (0.9, 0.1), {}),
+    ("min_centralization", (0.9, 2.0), {}),
+    ("min_centralization_for_delay", (0.9, 3.0), {}),
+    ("design_point", (0.9, 2.0), {}),
+    ("design_view", (0.9, 2.0), {}),
+    ("invariant_view", (0.9, 0.1), {}),
+    ("shifted_invariant_state", (0.9, 0.1, 2), {}),
+    ("longest_queue_limit", (0.9, 0.1), {}),
+    ("relaxation_rate_bound", (0.9, 0.3), {}),
+])
+def test_other_public_functions_check_lam_once(name, args, kwargs):
+    fn = getattr(qtheory, name)
+    assert _count(fn, *args, **kwargs)["check_lam"] == 1
+
+
+def test_variance_model_checks_each_argument_once():
+    calls = _count(qtheory.planning.variance_model, 1000, 0.9, 0.1)
+    assert calls == {"check_lam": 1, "check_p": 1, "check_n_stations": 1}
+
+
+def test_the_counter_sees_every_check():
+    """Planted: a function that validates twice is counted twice, through a module's own
+    binding and through the _validation module."""
+    from qtheory import invariant
+
+    def twice(lam, p):
+        invariant.invariant_state(lam, p)
+        return _validation.check_lam(lam)
+
+    assert _count(twice, 0.9, 0.1)["check_lam"] == 2
+    # and the patches are gone afterwards
+    assert invariant.check_lam is _validation.check_lam
+    assert sys.modules["qtheory.finite_n"].check_lam is _validation.check_lam
