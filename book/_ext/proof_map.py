@@ -560,22 +560,6 @@ def toc_docnames(root: Path) -> list[str]:
     return [toc["root"], *files(toc.get("parts", toc.get("chapters", [])))]
 
 
-def toc_parts(root: Path) -> dict[str, str]:
-    """``{docname: caption of its part}`` from ``_toc.yml`` (empty without parts)."""
-    import yaml
-
-    path = Path(root) / "_toc.yml"
-    if not path.is_file():
-        return {}
-    toc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    out = {}
-    for part in toc.get("parts", []) or []:
-        for chapter in part.get("chapters", []) or []:
-            if isinstance(chapter, dict) and "file" in chapter:
-                out[chapter["file"]] = part.get("caption", "")
-    return out
-
-
 def load_book(root: Path, docnames: list[str] | None = None) -> Book:
     """The proof map of the book at ``root`` (pages of ``_toc.yml`` unless given)."""
     root = Path(root)
@@ -791,10 +775,27 @@ def _legend() -> str:
             (' style="dashed"' if status == "open" else "")
         cells.append(f'<td bgcolor="{st["fill"]}" color="{st["line"]}" border="2"'
                      f'{style} cellpadding="4"><i>[{st["text"]}]</i> {words}</td>')
-    arrow = ('<td border="0" cellpadding="4">A &#8594; B: the proof of A uses B '
-             '(B sits higher up)</td>')
+    arrow = ('<tr><td border="0"></td><td border="0" colspan="3" cellpadding="2" '
+             'align="left">A &#8594; B: the proof of A uses B, which sits higher up</td></tr>')
     return ('<table border="0" cellspacing="6"><tr><td border="0"><b>Key</b></td>'
-            + "".join(cells) + arrow + "</tr></table>")
+            + "".join(cells) + "</tr>" + arrow + "</table>")
+
+
+def open_reasons(r: Result, book: Book) -> tuple[list[str], list[str]]:
+    """Why an open result is open: words ("conjecture", "sketch proof", "no proof in the
+    book") and the open results its proof rests on (labels)."""
+    words = []
+    if r.kind == "conjecture":
+        words.append("conjecture")
+    if any("sketch" in p.classes for p in r.proofs):
+        words.append("sketch proof")
+    if not r.proofs and r.kind != "conjecture":
+        words.append("no proof in the book")
+    for row in book.tables:
+        if r.label in row.labels and row.claim in ("open", "conditional"):
+            words.append(f"the chapter's status table says {plain_title(row.status)!r}")
+    rests = [u for u in r.uses if book.by_label[u].status == "open"]
+    return words, rests
 
 
 def status_text(r: Result, source_names: dict[str, str] | None = None) -> str:
@@ -811,16 +812,17 @@ def dot_source(book: Book, numbers: dict[str, str], chapter_titles: dict[str, st
                urls: dict[str, str] | None = None,
                chapter_urls: dict[str, str] | None = None,
                source_names: dict[str, str] | None = None,
-               parts: dict[str, str] | None = None) -> str:
-    """The map in DOT: chapters as clusters, one node per result, an arrow from each
-    result to each result its proof uses (drawn pointing at the result used, which sits
-    higher up), status by fill, border, shape and a text line.
+               compact: bool = False) -> str:
+    """The map in DOT: chapters as clusters, each below the one before it (book order
+    from the top; invisible edges through one point between consecutive chapters), one
+    node per result, an arrow from each result to each result its proof uses (drawn
+    pointing at the result used, which sits higher up), status by fill, border, shape
+    and a text line.
 
     ``numbers`` maps labels to the printed name ("Theorem 7"); ``urls`` (optional) to
-    link targets; without them the nodes carry no links (the PDF's drawing). ``parts``
-    (optional, docname -> part caption, see :func:`toc_parts`) puts each part of the
-    book below the one before it (invisible edges through one point per part boundary),
-    the chapters of a part side by side: the drawing reads in book order from the top.
+    link targets; without them the nodes carry no links (the PDF's drawing).
+    ``compact`` leaves the titles out of the nodes (the PDF's drawing, whose table gives
+    them), so that the drawing fits a page.
     """
     urls = urls or {}
     chapter_urls = chapter_urls or {}
@@ -846,7 +848,8 @@ def dot_source(book: Book, numbers: dict[str, str], chapter_titles: dict[str, st
                 continue
             st = STYLE.get(r.status, STYLE["unknown"])
             lines = [f"<b>{_esc(numbers.get(r.label, r.label))}</b>"]
-            lines += [_esc(t) for t in _wrap(plain_title(r.title))] if r.title else []
+            if r.title and not compact:
+                lines += [_esc(t) for t in _wrap(plain_title(r.title))]
             lines += [f"<i>{_esc(t)}</i>" for t in _wrap(f"[{status_text(r, source_names)}]",
                                                         34)]
             attrs = [f'label=<{"<br/>".join(lines)}>', f'shape={st["shape"]}',
@@ -866,24 +869,15 @@ def dot_source(book: Book, numbers: dict[str, str], chapter_titles: dict[str, st
         for u in r.uses:
             k += 1
             out.append(f'  "{_esc(u)}" -> "{_esc(r.label)}" [id="proof-map-edge-{k}"];')
-    if parts:
-        groups: list[list[Result]] = []
-        last = None
-        for r in book.results:
-            if not r.label:
-                continue
-            part = parts.get(r.docname, r.docname)
-            if part != last:
-                groups.append([])
-                last = part
-            groups[-1].append(r)
-        for g, (above, below) in enumerate(zip(groups, groups[1:])):
-            out.append(f'  "proof-map-part-{g}" [shape=point, style=invis, width=0, '
-                       f'height=0, label="", id="proof-map-part-{g}"];')
-            out += [f'  "{_esc(r.label)}" -> "proof-map-part-{g}" [style=invis];'
-                    for r in above]
-            out += [f'  "proof-map-part-{g}" -> "{_esc(r.label)}" [style=invis];'
-                    for r in below]
+    chapters = [d for d in book.docnames if any(r.docname == d and r.label
+                                                for r in book.results)]
+    for g, (above, below) in enumerate(zip(chapters, chapters[1:])):
+        out.append(f'  "proof-map-band-{g}" [shape=point, style=invis, width=0, '
+                   f'height=0, label="", id="proof-map-band-{g}"];')
+        out += [f'  "{_esc(r.label)}" -> "proof-map-band-{g}" [style=invis, weight=0];'
+                for r in book.results if r.docname == above and r.label]
+        out += [f'  "proof-map-band-{g}" -> "{_esc(r.label)}" [style=invis, weight=0];'
+                for r in book.results if r.docname == below and r.label]
     out.append("}")
     return "\n".join(out) + "\n"
 

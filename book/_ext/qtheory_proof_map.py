@@ -195,8 +195,9 @@ def _source_names(app) -> dict[str, str]:
 
 
 def _ref(app, fromdoc: str, todoc: str, target: str, text: str):
+    classes = ["xref", "prf"] if app.builder.format == "html" else []
     return make_refnode(app.builder, fromdoc, todoc, target,
-                        nodes.inline(text, text, classes=["xref", "prf"]))
+                        nodes.inline(text, text, classes=classes))
 
 
 def _refs_paragraph(app, env, docname, labels: list[str]) -> nodes.paragraph:
@@ -249,7 +250,16 @@ def _table(app, env, docname) -> nodes.table:
         cell += para
         row += cell
         cell = nodes.entry()
-        cell += nodes.paragraph(text=pm.status_text(r, names))
+        para = nodes.paragraph(text=pm.status_text(r, names))
+        if r.status == "open":
+            words, rests = pm.open_reasons(r, book)
+            if words:
+                para += nodes.Text(": " + "; ".join(words))
+            if rests:
+                para += nodes.Text("; its proof uses the open " if words else
+                                   ": its proof uses the open ")
+                para += _refs_paragraph(app, env, docname, rests).children
+        cell += para
         row += cell
         for labels in (r.uses, r.used_by):
             cell = nodes.entry()
@@ -267,8 +277,8 @@ def _summary(env) -> nodes.paragraph:
     edges = sum(len(r.uses) for r in book.results)
     text = (f"The book states {len(book.results)} results in {chapters} chapters: "
             f"{counts['proved']} proved here, {counts['cited']} cited from a named source "
-            f"and {counts['open']} open (proved only as a sketch, or conjectured). Their "
-            f"proofs refer to one another {edges} times.")
+            f"and {counts['open']} open (a sketch, a conjecture, or a proof that rests on "
+            f"an open result). Their proofs refer to one another {edges} times.")
     if counts["unknown"]:
         text += f" {counts['unknown']} carry no status marker."
     return nodes.paragraph(text=text)
@@ -287,7 +297,7 @@ def _dot(app, env, docname: str, links: bool) -> str:
         for d in book.docnames:
             chapter_urls[d] = app.builder.get_relative_uri(docname, d)
     return pm.dot_source(book, numbers, titles, urls=urls, chapter_urls=chapter_urls,
-                         source_names=_source_names(app), parts=pm.toc_parts(app.srcdir))
+                         source_names=_source_names(app), compact=not links)
 
 
 def _caption_text() -> str:
@@ -322,8 +332,11 @@ def _replace(app: Sphinx, doctree, docname: str) -> None:
             graph["options"] = {"docname": docname}
             graph["align"] = "center"
             graph["alt"] = "The proof map"
-            node.replace_self([graph, nodes.paragraph(text=_caption_text(),
-                                                      classes=["caption"])])
+            caption = _caption_text().replace(
+                "The table below gives the same information.",
+                "The boxes give only the numbers (zoom in to read them); the table below "
+                "gives the titles and the same information.")
+            node.replace_self([graph, nodes.paragraph(text=caption, classes=["caption"])])
 
 
 _SVG_CACHE: dict[str, str] = {}
@@ -360,14 +373,20 @@ def visit_svg_html(self, node) -> None:
         raise nodes.SkipNode from err
     label = ("Proof map of the book: the results of each chapter and, as arrows, the "
              "results each proof uses. The table below gives the same information.")
+    width = re.search(r'<svg width="([\d.]+pt)"', svg)
+    # as wide as the column allows, at most its own size, at least 70% of it (then the
+    # box scrolls): the labels stay readable
+    size = (f"width:100%;max-width:{width[1]};min-width:{0.7 * float(width[1][:-2]):.0f}pt;"
+            "height:auto") if width else "height:auto"
     svg = svg.replace("<svg ", '<svg role="group" aria-labelledby="proof-map-caption" '
-                      'focusable="false" ', 1)
+                      f'focusable="false" style="{size}" ', 1)
+    # full-width: the theme lets the drawing use the margin column too
     self.body.append(
-        '<div class="qtheory-proof-map">'
+        '<div class="qtheory-proof-map full-width">'
         f'<div class="qtheory-proof-map-scroll" role="region" tabindex="0" '
         f'aria-label="{label}">{svg}</div>'
-        f'<p class="qtheory-proof-map-caption" id="proof-map-caption">'
-        f'{self.encode(node["caption"])}</p></div>\n')
+        f'</div><p class="qtheory-proof-map-caption" id="proof-map-caption">'
+        f'{self.encode(node["caption"])}</p>\n')
     raise nodes.SkipNode
 
 
