@@ -793,7 +793,7 @@ def open_reasons(r: Result, book: Book) -> tuple[list[str], list[str]]:
         words.append("no proof in the book")
     for row in book.tables:
         if r.label in row.labels and row.claim in ("open", "conditional"):
-            words.append(f"the chapter's status table says {plain_title(row.status)!r}")
+            words.append(f"status table: “{plain_title(row.status)}”")
     rests = [u for u in r.uses if book.by_label[u].status == "open"]
     return words, rests
 

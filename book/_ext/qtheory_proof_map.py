@@ -200,18 +200,19 @@ def _ref(app, fromdoc: str, todoc: str, target: str, text: str):
                         nodes.inline(text, text, classes=classes))
 
 
-def _refs_paragraph(app, env, docname, labels: list[str]) -> nodes.paragraph:
-    para = nodes.paragraph()
+def _refs_paragraphs(app, env, docname, labels: list[str]) -> list[nodes.paragraph]:
+    """One paragraph per result named (a list reads better in a narrow cell, and the PDF
+    never stretches a one-line paragraph)."""
     if not labels:
-        para += nodes.Text("—")
-        return para
+        return [nodes.paragraph(text="—")]
     book = env.qtheory_proof_map
-    for k, label in enumerate(labels):
-        if k:
-            para += nodes.Text(", ")
+    out = []
+    for label in labels:
         r = book.by_label[label]
+        para = nodes.paragraph()
         para += _ref(app, docname, r.docname, label, printed_name(env, label))
-    return para
+        out.append(para)
+    return out
 
 
 def _table(app, env, docname) -> nodes.table:
@@ -220,7 +221,7 @@ def _table(app, env, docname) -> nodes.table:
     table = nodes.table(classes=["qtheory-proof-map-table", "longtable", "colwidths-given"])
     group = nodes.tgroup(cols=5)
     table += group
-    for width in (30, 16, 18, 18, 18):
+    for width in (28, 16, 24, 16, 16):
         group += nodes.colspec(colwidth=width)
     head, body = nodes.thead(), nodes.tbody()
     row = nodes.row()
@@ -238,9 +239,9 @@ def _table(app, env, docname) -> nodes.table:
         cell = nodes.entry()
         para = nodes.paragraph()
         para += _ref(app, docname, r.docname, r.label, printed_name(env, r.label))
-        if r.title:
-            para += nodes.Text(f" ({pm.plain_title(r.title)})")
         cell += para
+        if r.title:
+            cell += nodes.paragraph(text=pm.plain_title(r.title))
         row += cell
         cell = nodes.entry()
         para = nodes.paragraph()
@@ -251,19 +252,18 @@ def _table(app, env, docname) -> nodes.table:
         row += cell
         cell = nodes.entry()
         para = nodes.paragraph(text=pm.status_text(r, names))
+        cell += para
         if r.status == "open":
             words, rests = pm.open_reasons(r, book)
             if words:
                 para += nodes.Text(": " + "; ".join(words))
             if rests:
-                para += nodes.Text("; its proof uses the open " if words else
-                                   ": its proof uses the open ")
-                para += _refs_paragraph(app, env, docname, rests).children
-        cell += para
+                cell += nodes.paragraph(text="its proof uses the open results")
+                cell += _refs_paragraphs(app, env, docname, rests)
         row += cell
         for labels in (r.uses, r.used_by):
             cell = nodes.entry()
-            cell += _refs_paragraph(app, env, docname, labels)
+            cell += _refs_paragraphs(app, env, docname, labels)
             row += cell
         body += row
     return table
