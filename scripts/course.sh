@@ -27,6 +27,7 @@ course_requirements() {
 
 instructor_book() {
   local out="_build/book-without-solutions"
+  qtheory_ensure_dot
   mkdir -p "$out"
   python scripts/course_config.py "$out/_config.yml"
   local start; start=$(date +%s)

@@ -38,6 +38,7 @@ ensure_tex
 if [ "${1:-}" = "--tex-only" ]; then exit 0; fi
 
 source "$ROOT/scripts/_env.sh"
+qtheory_ensure_dot   # the proof map's drawing (a vector PDF made by dot)
 start=$(date +%s)
 OUT="$ROOT/_build/pdf"
 rm -rf "$ROOT/_build/latex"

@@ -232,3 +232,21 @@ def test_figure_and_equation_numbers_equal_html(text):
     pdf_eqs = set(re.findall(r"\((\d+(?:\.\d+)*)\)\s*$", text, re.M))
     missing = sorted(html_eqs - pdf_eqs)
     assert html_eqs and not missing, f"equation numbers of the HTML not in the PDF: {missing}"
+
+
+def test_proof_map_with_html_numbers(text):
+    # the proof map (book/proof-map.md) is in the PDF: its table names every result with
+    # the number the HTML's map (and the chapters) print
+    page = HTML / "book" / "proof-map.html"
+    if not page.is_file():
+        skip_or_fail("no HTML proof map to compare with: bash scripts/book.sh")
+    names = re.findall(r'<td><p><a class="reference internal" href="[^"]*#[^"]+">'
+                       r'<span class="xref prf">([^<]+)</span></a>',
+                       page.read_text(encoding="utf-8"))
+    assert len(names) >= 25, names
+    flat = _flat(text)
+    start = flat.find("This page is drawn from the book's own sources")
+    assert start >= 0, "the proof map page (and its summary) is missing from the PDF"
+    section = flat[start:start + 40000]
+    missing = [n for n in names if n not in section]
+    assert not missing, f"results of the HTML proof map missing from the PDF's: {missing}"
