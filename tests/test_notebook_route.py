@@ -46,7 +46,7 @@ from urllib.parse import urlparse
 import pytest
 
 from built_book import ROOT
-from test_browser import CHROMIUM_ARGS, _chromium
+from test_browser import CHROMIUM_ARGS, _chromium, check_browser_pair
 
 REQUIRED = os.environ.get("QTHEORY_REQUIRE_LAB", "") not in ("", "0")
 #: A chapter with a definition, a theorem, a proof, exercises with gated solutions, an
@@ -213,6 +213,7 @@ def browser():
                      "(or set QTHEORY_CHROMIUM to a Chromium binary)")
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        check_browser_pair(b, REQUIRED)
         yield b
         b.close()
 
