@@ -95,7 +95,7 @@ def _fetch_npm(name: str, version: str, dest: Path) -> Path:
 
 def fetch_assets(app: Sphinx) -> None:
     """builder-inited: make sure the pinned npm packages are in the local cache."""
-    if app.builder.format != "html":
+    if app.builder.format != "html" or app.builder.name == "epub":
         return
     for name, version, _ in NPM_ASSETS:
         _fetch_npm(name, version, _asset_dir(app))
@@ -103,7 +103,7 @@ def fetch_assets(app: Sphinx) -> None:
 
 def copy_assets(app: Sphinx, exc: Exception | None) -> None:
     """build-finished: copy the widget manager and RequireJS into _static/widgets."""
-    if exc is not None or app.builder.format != "html":
+    if exc is not None or app.builder.format != "html" or app.builder.name == "epub":
         return
     out = Path(app.outdir) / "_static" / "widgets"
     out.mkdir(parents=True, exist_ok=True)
@@ -256,7 +256,7 @@ def colab_to_notebooks_branch(app, pagename, templatename, context, doctree) -> 
 
 def write_colab_notebooks(app: Sphinx, exc: Exception | None) -> None:
     """build-finished: _build/notebooks/<page>.ipynb = executed notebook + Colab setup cell."""
-    if exc is not None or app.builder.format != "html":
+    if exc is not None or app.builder.format != "html" or app.builder.name == "epub":
         return
     repo, branch = _repo(app)
     executed = Path(app.outdir).parent / "jupyter_execute"

@@ -69,7 +69,7 @@ def fetch_plotly(app: Sphinx) -> None:
     """builder-inited: make sure the pinned Plotly package is in the local cache."""
     from qtheory_book import _asset_dir, _fetch_npm  # beside this file
 
-    if app.builder.format == "html":
+    if app.builder.format == "html" and app.builder.name != "epub":
         _fetch_npm(PLOTLY[0], PLOTLY[1], _asset_dir(app))
 
 
@@ -77,7 +77,7 @@ def copy_files(app: Sphinx, exc: Exception | None) -> None:
     """build-finished: Plotly and the explorers' script and style into _static."""
     from qtheory_book import _asset_dir, _fetch_npm
 
-    if exc is not None or app.builder.format != "html":
+    if exc is not None or app.builder.format != "html" or app.builder.name == "epub":
         return
     out = Path(app.outdir) / "_static" / STATIC
     out.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,7 @@ def copy_files(app: Sphinx, exc: Exception | None) -> None:
 
 def add_to_page(app, pagename, templatename, context, doctree) -> None:
     """html-page-context: a page with an explorer loads Plotly and explorers.js."""
-    if MARKER not in context.get("body", ""):
+    if MARKER not in context.get("body", "") or app.builder.name == "epub":
         return
     app.add_css_file(f"{STATIC}/explorers.css")
     app.add_js_file(f"{STATIC}/{PLOTLY[2]}", loading_method="defer")  # runs in order
