@@ -35,6 +35,41 @@ Numbers (equations, figures, exercises, theorems) are those of the book: the tab
 contents is not numbered, so Sphinx counts each kind on across chapters, in the order of
 ``_toc.yml``.
 
+Why this converter and not sphinx-tojupyter
+-------------------------------------------
+QuantEcon's ``sphinx-tojupyter`` (0.6.0, November 2025; it installs beside Sphinx 7.4.7
+and the rest of ``requirements.txt``, adding nbdime, nbconvert, GitPython and
+jupyter_server) writes notebooks from Sphinx's doctree, so MyST-NB, sphinx-proof,
+sphinx-exercise and sphinxcontrib-bibtex resolve the markup first. It was evaluated on the
+whole book (December 2026) through Jupyter Book's custom builder
+(``--builder custom --custom-builder jupyter``, ``tojupyter_lang_synonyms: [ipython3]``,
+with the configuration of the book without solutions, so that ``hide_solutions`` and
+``course/_ext/hide_gated_solutions.py`` remove the solutions): 22 notebooks in about 70 s
+from the execution cache. What it does well: glued values written in (by MyST-NB
+itself), exercise, theorem and figure numbers and citations from Sphinx, links between
+the notebooks. What it cannot do, measured against ``tests/test_course.py``:
+
+* equation tags restart at (1) in every notebook (the per-document number) while the
+  references in the same text carry the book's numbers ((40), ...): a student sees
+  ``\tag{1}`` for the equation the text calls (40);
+* the hidden cells of the book (``remove-cell``: asserts backing the prose, ``glue``
+  calls) and the ``remove-input`` cells are dropped (MyST-NB removes them from the
+  doctree), though later cells may use what they define; the ``from myst_nb import glue``
+  line stays, so a notebook fails where MyST-NB is not installed (Colab);
+* figure captions (cell metadata in the book) are dropped;
+* titled exercises come out garbled ("##  (The exact identity from the tail
+  sums)Exercise 65"), every proof starts "**Proof.** Proof.", and admonitions such as the
+  learning goals become a second level-1 heading;
+* no install cell, no answer cell after each exercise, no ``### Exercise n`` headings,
+  and citations are links into a separate bibliography notebook rather than a list of
+  the works cited in each notebook.
+
+Each of these would need post-processing of tojupyter's Markdown, which ties the result to
+the exact text of one tojupyter release, for what this converter already does. So the
+converter stays; what tojupyter has and this converter could lose, Sphinx's numbers, is
+checked instead: ``tests/test_course.py`` compares the exercise, theorem, figure and
+equation numbers of every student notebook with those of the built HTML book.
+
 Usage: ``python scripts/student_notebooks.py [--out DIR] [--ref REF] [--execute]
 [CHAPTER.md ...]`` (default: every notebook chapter of ``_toc.yml``, written to
 ``_build/student-notebooks``; ``--execute`` runs the chapters that have no current cached

@@ -13,6 +13,17 @@ as a failure): the page must work with no network. On each page:
 The test needs a fresh build (``bash scripts/book.sh``), Playwright and Chromium
 (``/usr/bin/chromium`` or ``QTHEORY_CHROMIUM``). Without them it is skipped with the
 reason; with ``QTHEORY_REQUIRE_BROWSER=1`` (CI) it fails instead.
+
+**The Playwright/Chromium pair.** A Playwright release is built for one Chromium (the
+``browserVersion`` of its ``driver/package/browsers.json``: 159 for Playwright 1.65),
+but the tests drive the distribution's Chromium (Debian's: 156 when this was written),
+because Playwright's own browser download is not reachable. A pair that works today can
+break when either side is updated. So every browser fixture checks the pair it got
+against :data:`TESTED_BROWSER_PAIRS` (the pairs these tests were run and passed with) and
+prints it; an untested pair fails the run when ``QTHEORY_REQUIRE_BROWSER`` or
+``QTHEORY_REQUIRE_LAB`` is set (CI), naming both versions and what to do, and only warns
+otherwise. ``QTHEORY_UNTESTED_BROWSER=1`` lets a maintainer run the tests with a new pair
+once, to add it to the table after they pass.
 """
 
 from __future__ import annotations
@@ -22,13 +33,16 @@ import functools
 import http.server
 import os
 import shutil
+import json
+import re
 import threading
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from built_book import HTML, built_pages, parse, require_build, skip_or_fail
+from built_book import REQUIRED, HTML, built_pages, parse, require_build, skip_or_fail
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
@@ -37,6 +51,64 @@ SCREENSHOTS = os.environ.get("QTHEORY_SCREENSHOTS")  # a folder: save a picture 
 # Console messages of the browser itself, not of the page's scripts.
 # The aborted requests and missing files are reported with their addresses instead.
 IGNORED_CONSOLE = ("Failed to load resource:",)
+
+
+#: (Playwright major.minor, Chromium major) pairs with which the browser tests were run and
+#: passed. Playwright is pinned in requirements.txt; Debian's chromium follows its security
+#: updates, so a new Chromium major lands here only after the tests passed with it.
+TESTED_BROWSER_PAIRS = {("1.65", 156)}
+
+
+def playwright_version() -> str:
+    """The installed Playwright's version, e.g. ``"1.65.2"``."""
+    from importlib.metadata import version
+
+    return version("playwright")
+
+
+def playwright_built_for() -> str | None:
+    """The Chromium version the installed Playwright was built for (its browsers.json)."""
+    import playwright
+
+    path = Path(playwright.__file__).parent / "driver" / "package" / "browsers.json"
+    try:
+        browsers = json.loads(path.read_text())["browsers"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return next((b.get("browserVersion") for b in browsers if b.get("name") == "chromium"),
+                None)
+
+
+def pair_problem(playwright: str, chromium: str, built_for: str | None,
+                 tested=TESTED_BROWSER_PAIRS) -> str | None:
+    """None when (Playwright, Chromium) is a tested pair, else a message saying why not
+    and what to do."""
+    pw = ".".join(playwright.split(".")[:2])
+    m = re.match(r"(\d+)\.", chromium)
+    major = int(m.group(1)) if m else None
+    if (pw, major) in tested:
+        return None
+    known = ", ".join(f"Playwright {a} with Chromium {b}" for a, b in sorted(tested))
+    return (f"Playwright {playwright} (built for Chromium {built_for or '?'}) is driving "
+            f"Chromium {chromium}: this pair has not been tested (tested: {known}). "
+            "Install a tested pair (requirements.txt pins Playwright; `apt-cache policy "
+            "chromium` lists Debian's versions), or run the browser tests once with "
+            "QTHEORY_UNTESTED_BROWSER=1 and, when they pass, add the pair to "
+            "TESTED_BROWSER_PAIRS in tests/test_browser.py.")
+
+
+def check_browser_pair(browser, required: bool) -> str:
+    """Check the pair of a launched browser; fail (``required``: CI) or warn when it is
+    not a tested one. Returns a one-line description of the pair."""
+    problem = pair_problem(playwright_version(), browser.version, playwright_built_for())
+    pair = f"Playwright {playwright_version()} driving Chromium {browser.version}"
+    if problem:
+        override = os.environ.get("QTHEORY_UNTESTED_BROWSER", "") not in ("", "0")
+        if required and not override:
+            pytest.fail(problem + " (this run requires a tested pair)")
+        warnings.warn(problem)
+    print(f"[browser] {pair}")
+    return pair
 
 
 def _chromium() -> str | None:
@@ -83,6 +155,7 @@ def browser():
                      "(or set QTHEORY_CHROMIUM to a Chromium binary)")
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        check_browser_pair(b, REQUIRED)
         yield b
         b.close()
 
@@ -240,3 +313,44 @@ def test_planted_page_defects(browser, tmp_path):
         for name in PLANTED:
             problems = check_page(browser, url, tmp_path, name)
             assert any(EXPECTED[name] in m for m in problems), (name, problems)
+
+
+def test_browser_pair_check():
+    """The pair check passes a tested pair and names both versions of an untested one."""
+    assert pair_problem("1.65.2", "156.0.8078.114", "159.0.8154.6") is None
+    problem = pair_problem("1.65.2", "157.0.1.2", "159.0.8154.6")
+    assert problem and "Chromium 157.0.1.2" in problem and "built for Chromium 159" in problem
+    assert "TESTED_BROWSER_PAIRS" in problem
+    assert pair_problem("1.66.0", "156.0.8078.114", "160.0") is not None
+    assert pair_problem("1.65.2", "garbage", None) is not None
+
+
+def test_installed_playwright_is_pinned():
+    """The Playwright the tests run with is the one requirements.txt pins, and it is in a
+    tested pair (the Chromium side is checked when a browser is launched)."""
+    pin = re.search(r"^playwright==(\S+)", (Path(__file__).parents[1] /
+                                           "requirements.txt").read_text(), re.M)
+    assert pin, "requirements.txt does not pin playwright"
+    try:
+        installed = playwright_version()
+    except Exception:
+        skip_or_fail("Playwright is not installed (pip install -r requirements.txt)")
+    assert installed == pin.group(1), (installed, pin.group(1))
+    assert ".".join(installed.split(".")[:2]) in {a for a, _ in TESTED_BROWSER_PAIRS}
+
+
+def test_untested_pair_fails_in_ci(monkeypatch):
+    """An untested pair fails a run that requires the browser (CI) and warns elsewhere;
+    QTHEORY_UNTESTED_BROWSER=1 lets a maintainer try a new pair."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("playwright")
+    fake = SimpleNamespace(version="1.0.0.0")
+    monkeypatch.delenv("QTHEORY_UNTESTED_BROWSER", raising=False)
+    with pytest.raises(pytest.fail.Exception, match="has not been tested"):
+        check_browser_pair(fake, True)
+    with pytest.warns(UserWarning, match="Chromium 1.0.0.0"):
+        check_browser_pair(fake, False)
+    monkeypatch.setenv("QTHEORY_UNTESTED_BROWSER", "1")
+    with pytest.warns(UserWarning):
+        check_browser_pair(fake, True)

@@ -339,6 +339,79 @@ def student_dir(tmp_path_factory):
     return out
 
 
+#: the statement kinds whose numbers the book shows (sphinx-proof)
+_KINDS = "Theorem|Lemma|Proposition|Corollary|Definition|Conjecture|Assumption|Remark|Example"
+
+
+def book_numbers(html: str) -> dict:
+    """The numbers the built HTML page shows: exercises, statements, figures, equations."""
+    article = html.split("<article", 1)[-1].split("</article>", 1)[0]
+    caps = re.findall(r'<span class="caption-number">([^<]*?)\s*</span>', article)
+    return {
+        "exercises": [c.split()[1] for c in caps if c.startswith("Exercise ")],
+        "statements": [tuple(c.split()[:2]) for c in caps if re.match(rf"({_KINDS}) \d", c)],
+        "figures": [c.split()[1].rstrip(".") for c in caps if c.startswith("Fig. ")],
+        "equations": re.findall(r'class="eqno">\((\d+)\)', article),
+    }
+
+
+def notebook_numbers(nb) -> dict:
+    """The same numbers as a student notebook writes them."""
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return {
+        "exercises": re.findall(r"^### Exercise (\d+)", md, re.M),
+        "statements": re.findall(rf"\*\*({_KINDS}) (\d+)\b", md),
+        "figures": re.findall(r"\*\*Figure (\d+)\.\*\*", md),
+        "equations": re.findall(r"\\tag\{(\d+)\}", md),
+    }
+
+
+def number_problems(book: dict, notebook: dict) -> list[str]:
+    """The notebook's numbers are the book's: every exercise and statement with the same
+    number in the same order; figures and equations (some are inside solutions, which the
+    notebook drops) a subsequence of the book's."""
+    def subsequence(a, b):
+        it = iter(b)
+        return all(x in it for x in a)
+
+    problems = []
+    for key in ("exercises", "statements"):
+        if [tuple(x) if isinstance(x, (list, tuple)) else x for x in notebook[key]] != \
+                [tuple(x) if isinstance(x, (list, tuple)) else x for x in book[key]]:
+            problems.append(f"{key}: notebook {notebook[key]} != book {book[key]}")
+    for key in ("figures", "equations"):
+        if not subsequence(notebook[key], book[key]):
+            problems.append(f"{key}: notebook {notebook[key]} not among the book's "
+                            f"{book[key]} in order")
+    return problems
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_student_numbers_are_the_books(path, student_dir):
+    """Exercise, theorem, figure and equation numbers of each student notebook are those
+    of the built book (what sphinx-tojupyter would take from Sphinx; this converter counts
+    them itself, see its docstring). Needs the HTML build."""
+    page = ROOT / "_build" / "html" / "book" / f"{path.stem}.html"
+    if not page.is_file():
+        pytest.skip("no built book: run `bash scripts/book.sh`")
+    nb = nbformat.read(student_dir / f"{path.stem}.ipynb", as_version=4)
+    book = book_numbers(page.read_text(encoding="utf-8"))
+    assert book["exercises"], f"no exercise numbers found on {page.name}"
+    problems = number_problems(book, notebook_numbers(nb))
+    assert not problems, f"{path.stem}:\n  " + "\n  ".join(problems)
+
+
+def test_planted_number_drift():
+    book = {"exercises": ["4", "5"], "statements": [("Theorem", "2")], "figures": ["3", "4"],
+            "equations": ["7", "8", "9"]}
+    good = {"exercises": ["4", "5"], "statements": [("Theorem", "2")], "figures": ["4"],
+            "equations": ["7", "9"]}
+    assert number_problems(book, good) == []
+    for key, bad in (("exercises", ["4", "6"]), ("statements", [("Theorem", "1")]),
+                     ("figures", ["5"]), ("equations", ["1", "2"])):
+        assert any(p.startswith(key) for p in number_problems(book, dict(good, **{key: bad})))
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_student_notebook(path, student_dir):
     import jupytext

@@ -19,6 +19,12 @@ the README's *Open With -> Jupytext Notebook* does. Then:
   form: a citation shows its key, a reference to a figure of a code cell its label, a glued
   value its name; the README says so.)
 
+The executed notebooks the book offers for download and for Colab (written by the book
+build, ``_build/notebooks/book/*.ipynb``) are opened too (after a build): there every value
+glued into the text must be written out (``book/_ext/qtheory_book.py``,
+``fill_glued_values``), since jupyterlab-myst knows no glue and would show the glue's name
+and format specification (``beyond-mean:.3f``) instead of the number.
+
 The server gets a start-up deadline and is terminated in a ``finally``. A picture of the
 rendered theorem is written to ``_build/notebook-route-theorem.png``.
 
@@ -46,12 +52,14 @@ from urllib.parse import urlparse
 import pytest
 
 from built_book import ROOT
-from test_browser import CHROMIUM_ARGS, _chromium
+from test_browser import CHROMIUM_ARGS, _chromium, check_browser_pair
 
 REQUIRED = os.environ.get("QTHEORY_REQUIRE_LAB", "") not in ("", "0")
 #: A chapter with a definition, a theorem, a proof, exercises with gated solutions, an
 #: admonition, numbered equations, citations and glued values.
 CHAPTER = ROOT / "book" / "beyond.md"
+#: the same chapter as the build offers it (executed, glued values written out)
+EXECUTED_NB = ROOT / "_build" / "notebooks" / "book" / "beyond.ipynb"
 SCREENSHOT = ROOT / "_build" / "notebook-route-theorem.png"
 START_TIMEOUT = 120  # seconds for JupyterLab to answer
 RENDER_TIMEOUT = 90_000  # milliseconds for the chapter to render in the browser
@@ -213,6 +221,7 @@ def browser():
                      "(or set QTHEORY_CHROMIUM to a Chromium binary)")
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        check_browser_pair(b, REQUIRED)
         yield b
         b.close()
 
@@ -245,7 +254,7 @@ def open_chapter(browser, url: str, token: str, name: str, factory: str,
         page.evaluate("async () => { await jupyterapp.started; await jupyterapp.restored; }")
         page.evaluate("([path, factory]) => jupyterapp.commands.execute("
                       "'docmanager:open', {path, factory})", [name, factory])
-        if factory == "Jupytext Notebook":
+        if factory in ("Jupytext Notebook", "Notebook"):
             page.wait_for_selector(".jp-MarkdownCell .myst-proof-title",
                                    timeout=RENDER_TIMEOUT)
             page.wait_for_function(  # every markdown cell rendered
@@ -254,7 +263,7 @@ def open_chapter(browser, url: str, token: str, name: str, factory: str,
         else:
             page.wait_for_selector(".jp-FileEditor .cm-content", timeout=RENDER_TIMEOUT)
         report = page.evaluate(READ_NOTEBOOK_JS)
-        if factory != "Jupytext Notebook":  # a text editor: its text is the raw markdown
+        if factory == "Editor":  # a text editor: its text is the raw markdown
             report["text"] = page.evaluate(
                 "() => document.querySelector('.jp-FileEditor .cm-content').innerText")
         if screenshot is not None:  # the first theorem box at the top of the view
@@ -274,6 +283,8 @@ def lab(tmp_path_factory):
     _require_lab()
     folder = tmp_path_factory.mktemp("notebook-route")
     shutil.copy2(CHAPTER, folder / CHAPTER.name)
+    if EXECUTED_NB.is_file():
+        shutil.copy2(EXECUTED_NB, folder / EXECUTED_NB.name)
     with jupyterlab(folder, tmp_path_factory.mktemp("jupyter")) as (url, token):
         yield url, token
 
@@ -301,3 +312,60 @@ def test_planted_raw_markup_is_caught(lab, browser):
     assert any("rendered prf boxes" in p for p in problems), problems
     assert any("raw MyST (directive fence)" in p for p in problems), problems
     assert any("raw MyST (role syntax)" in p for p in problems), problems
+
+
+def glue_problems(text: str, names: list[str]) -> list[str]:
+    """Glue names (with or without a format specification) left in rendered text."""
+    found = sorted({n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)})
+    return [f"glued values shown by name: {found[:8]}"] if found else []
+
+
+def _glue_names(source: str) -> list[str]:
+    return [m.rsplit(":", 1)[0] if ":" in m else m
+            for m in re.findall(r"\{glue:text\}`([^`]+)`", source)]
+
+
+@pytest.mark.timeout(400)
+def test_executed_notebook_shows_glued_values(lab, browser):
+    """The executed notebook the book offers shows the glued numbers, not their names,
+    and renders like the chapter (theorem boxes, exercises)."""
+    from built_book import require_build
+
+    require_build()
+    if not EXECUTED_NB.is_file():
+        pytest.fail(f"the build did not write {EXECUTED_NB.relative_to(ROOT)}")
+    url, token = lab
+    report = open_chapter(browser, url, token, EXECUTED_NB.name, "Notebook")
+    source = CHAPTER.read_text(encoding="utf-8")
+    names = _glue_names(source)
+    assert names, "the chapter glues no value: pick another chapter for this test"
+    expected = expected_blocks(source)
+    problems = glue_problems(report["text"], names) + [
+        p for p in route_problems(report, expected) if "markdown cells rendered" not in p]
+    assert not problems, f"{EXECUTED_NB.name} in JupyterLab:\n  " + "\n  ".join(problems)
+
+
+def test_fill_glued_values():
+    """The build's glue filling: values formatted as MyST-NB formats them, names of
+    missing values returned and their roles left alone."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from qtheory_book import fill_glued_values
+    finally:
+        sys.path.pop(0)
+    out = {"output_type": "display_data", "metadata": {"scrapbook": {
+        "name": "x-mean", "mime_prefix": "application/papermill.record/"}},
+        "data": {"application/papermill.record/text/plain": "24.02981"}}
+    out_n = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "x-n"}},
+             "data": {"text/plain": "7"}}
+    nb = {"cells": [
+        {"cell_type": "markdown", "source": "mean {glue:text}`x-mean:.3f`, n = "
+         "{glue:text}`x-n`, {glue:text}`x-n:d` and {glue:text}`x-gone:.2f`."},
+        {"cell_type": "code", "source": "", "outputs": [out, out_n]}]}
+    assert fill_glued_values(nb) == ["x-gone"]
+    assert nb["cells"][0]["source"] == \
+        "mean 24.030, n = 7, 7 and {glue:text}`x-gone:.2f`."
+    assert glue_problems("mean x-mean:.3f here", ["x-mean"])
+    assert not glue_problems("mean 24.030 here", ["x-mean"])

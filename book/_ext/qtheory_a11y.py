@@ -29,6 +29,11 @@ What it does
    pages with embedded ipywidgets a small script names each slider after its widget's
    label and describes the images the widget manager draws. Colours (contrast) are repaired in
    ``book/_static/qtheory-a11y.css``.
+3. **One search box.** pydata-sphinx-theme 0.17 puts a search field into a header bar of
+   its own unless ``navbar_persistent`` is set, and sphinx-book-theme (1.3, written for
+   0.16) has its search field in the sidebar too: the page showed two. The header's is
+   switched off (``navbar_persistent = []``, so no header bar is drawn); the sidebar's
+   field stays, and the article header's search button where the sidebar is hidden.
 """
 
 from __future__ import annotations
@@ -312,7 +317,15 @@ def repair_theme(app: Sphinx, exc: Exception | None) -> None:
             page.write_text(fixed, encoding="utf-8")
 
 
+def one_search_box(app: Sphinx, config) -> None:
+    """config-inited: no second search field in a header bar (see the docstring, 3)."""
+    options = dict(config.html_theme_options or {})
+    options.setdefault("navbar_persistent", [])
+    config.html_theme_options = options
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", one_search_box)
     app.connect("doctree-resolved", set_alt_texts)
     app.connect("html-page-context", repair_body)
     app.connect("build-finished", repair_theme)

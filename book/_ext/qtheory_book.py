@@ -17,7 +17,11 @@ What it does
    which this extension writes: the executed notebooks with a first cell that installs
    qtheory when (and only when) the notebook runs on Colab.
 3. A chapter taken from the execution cache is offered for download with its outputs
-   (MyST-NB 1.4 would offer it without them; see ``restore_cached_outputs``).
+   (MyST-NB 1.4 would offer it without them; see ``restore_cached_outputs``), and in the
+   notebooks offered for download and for Colab every value glued into the text
+   (``{glue:text}`name:.3f```) is written out, formatted as the book formats it, from the
+   notebook's own outputs (``fill_glued_values``): Jupyter, even with jupyterlab-myst,
+   knows no glue and would show ``name:.3f``.
 4. Small repairs so that pages raise no JavaScript error and fetch nothing from a CDN:
    repeated inline scripts are dropped, the theme gets a default colour mode, and the
    Font Awesome stylesheet link of matplotlib's animations is removed (see below).
@@ -91,7 +95,7 @@ def _fetch_npm(name: str, version: str, dest: Path) -> Path:
 
 def fetch_assets(app: Sphinx) -> None:
     """builder-inited: make sure the pinned npm packages are in the local cache."""
-    if app.builder.format != "html":
+    if app.builder.format != "html" or app.builder.name == "epub":
         return
     for name, version, _ in NPM_ASSETS:
         _fetch_npm(name, version, _asset_dir(app))
@@ -99,7 +103,7 @@ def fetch_assets(app: Sphinx) -> None:
 
 def copy_assets(app: Sphinx, exc: Exception | None) -> None:
     """build-finished: copy the widget manager and RequireJS into _static/widgets."""
-    if exc is not None or app.builder.format != "html":
+    if exc is not None or app.builder.format != "html" or app.builder.name == "epub":
         return
     out = Path(app.outdir) / "_static" / "widgets"
     out.mkdir(parents=True, exist_ok=True)
@@ -158,6 +162,49 @@ def strip_cdn_links(app: Sphinx, doctree, docname: str) -> None:
             raw.rawsource = text
 
 
+#: MyST-NB's glue role in Markdown (the only glue form the chapters use)
+GLUE_TEXT = re.compile(r"\{glue:text\}`([^`]+)`")
+
+
+def glued_values(nb: dict) -> dict:
+    """{name: mime bundle} of the values a notebook's outputs glue (MyST-NB writes a
+    display output with ``metadata.scrapbook``; with ``display=False`` its mime types
+    carry a prefix, removed here)."""
+    out = {}
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            meta = (output.get("metadata") or {}).get("scrapbook") or {}
+            if "name" in meta:
+                n = len(meta.get("mime_prefix", ""))
+                out[meta["name"]] = {k[n:]: v for k, v in output.get("data", {}).items()}
+    return out
+
+
+def fill_glued_values(nb: dict) -> list[str]:
+    """Write each ``{glue:text}`` role of the Markdown cells as its value, formatted as
+    MyST-NB's role formats it (``name:fmt``, default ``s``). Roles whose value the
+    notebook does not hold are left as they are; their names are returned."""
+    from myst_nb.core.variables import format_plain_text
+
+    values, missing = glued_values(nb), []
+
+    def repl(m):
+        key, _, fmt = m.group(1).rpartition(":") if ":" in m.group(1) else (m.group(1), "", "s")
+        data = values.get(key.strip())
+        if data is None or "text/plain" not in data:
+            missing.append(key.strip())
+            return m.group(0)
+        text = data["text/plain"]
+        return format_plain_text("".join(text) if isinstance(text, list) else str(text), fmt)
+
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            src = cell["source"]
+            src = "".join(src) if isinstance(src, list) else src
+            cell["source"] = GLUE_TEXT.sub(repl, src)
+    return missing
+
+
 def restore_cached_outputs(app: Sphinx, env) -> None:
     """env-updated: put the outputs back into the executed notebooks of cached chapters.
 
@@ -177,13 +224,16 @@ def restore_cached_outputs(app: Sphinx, env) -> None:
     cache = get_cache(cache_path)
     for path in sorted(executed.rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        if any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
-            continue  # executed in this build: its outputs are there
-        try:
-            _, merged = cache.merge_match_into_notebook(nb)
-        except KeyError:
-            continue  # not a cached notebook (e.g. a page without code)
-        nbformat.write(merged, path)
+        if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+            try:  # from the cache (a notebook executed in this build has its outputs)
+                _, nb = cache.merge_match_into_notebook(nb)
+            except KeyError:
+                pass  # not a cached notebook (e.g. a page without code)
+        missing = fill_glued_values(nb)
+        if missing:
+            LOGGER.warning(f"qtheory_book: {path.name}: no glued value for "
+                           f"{sorted(set(missing))} in the executed notebook")
+        nbformat.write(nb, path)
 
 
 def _repo(app: Sphinx) -> tuple[str, str]:
@@ -206,7 +256,7 @@ def colab_to_notebooks_branch(app, pagename, templatename, context, doctree) -> 
 
 def write_colab_notebooks(app: Sphinx, exc: Exception | None) -> None:
     """build-finished: _build/notebooks/<page>.ipynb = executed notebook + Colab setup cell."""
-    if exc is not None or app.builder.format != "html":
+    if exc is not None or app.builder.format != "html" or app.builder.name == "epub":
         return
     repo, branch = _repo(app)
     executed = Path(app.outdir).parent / "jupyter_execute"

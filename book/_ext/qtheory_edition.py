@@ -22,11 +22,14 @@ What it does
    animations, of widgets and of the book's explorers, e.g. ``<IPython.core.display.HTML
    object>``, ``<Explorer 'fluid': ...>``) are dropped from
    the LaTeX output; the static figure next to each explorer stays.
-5. **The PDF in the HTML.** When ``_build/pdf/qtheory-book.pdf`` exists (written by
-   ``scripts/pdf.sh``), it is copied into the HTML output as ``qtheory-book.pdf`` and the
-   theme's download menu gets a "PDF edition" entry on every page. Without a PDF, nothing
-   is added (no dead link); nor in the edition without solutions (``hide_solutions``), as
-   the PDF has them. The footer names the version and the licences.
+5. **The PDF and the EPUB in the HTML.** When ``_build/pdf/qtheory-book.pdf`` exists
+   (written by ``scripts/pdf.sh``), it is copied into the HTML output as
+   ``qtheory-book.pdf`` and the theme's download menu gets a "PDF edition" entry on every
+   page; likewise ``_build/epub/qtheory-book.epub`` (``scripts/epub.sh``, see
+   ``qtheory_epub.py``) becomes an "EPUB edition" entry. Without the file, nothing is
+   added (no dead link); nor in the edition without solutions (``hide_solutions``), as
+   both editions have them. The footer names the version and the licences.
+   The text stand-ins of item 4 are dropped from the EPUB too (it shows no HTML output).
 """
 
 from __future__ import annotations
@@ -44,6 +47,18 @@ LOGGER = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 PDF_NAME = "qtheory-book.pdf"
 PDF_SOURCE = ROOT / "_build" / "pdf" / PDF_NAME
+EPUB_NAME = "qtheory-book.epub"
+EPUB_SOURCE = ROOT / "_build" / "epub" / EPUB_NAME
+#: the editions the HTML offers: (file in _build, name in the HTML, menu entry)
+EDITIONS = (
+    (PDF_SOURCE, PDF_NAME, {"text": "PDF edition", "icon": "fas fa-file-pdf",
+                            "tooltip": "Download the whole book as a PDF",
+                            "label": "download-pdf-edition-button"}),
+    (EPUB_SOURCE, EPUB_NAME, {"text": "EPUB edition", "icon": "fas fa-book",
+                              "tooltip": "Download the whole book as an EPUB, for "
+                                         "e-readers",
+                              "label": "download-epub-edition-button"}),
+)
 
 #: sphinx-proof kinds set in amsthm's "plain" style (italic body); the rest "definition"
 PLAIN_KINDS = {"theorem", "lemma", "proposition", "corollary", "conjecture", "criterion",
@@ -227,7 +242,7 @@ _UNENUMERABLE: type = type(None)
 # 4. browser-only outputs
 # ---------------------------------------------------------------------------------------
 def _drop_browser_only(app: Sphinx, doctree, docname: str) -> None:
-    if app.builder.format != "latex":
+    if app.builder.format != "latex" and app.builder.name != "epub":
         return
     for block in list(doctree.findall(nodes.literal_block)):
         if BROWSER_ONLY.match(block.astext()):
@@ -244,41 +259,42 @@ def _drop_browser_only(app: Sphinx, doctree, docname: str) -> None:
 # ---------------------------------------------------------------------------------------
 # 5. the PDF offered by the HTML
 # ---------------------------------------------------------------------------------------
+def _offered(app: Sphinx) -> list[tuple[Path, str, dict]]:
+    """The editions the HTML offers: only the full HTML book offers them (the edition
+    without solutions, sphinx-exercise's hide_solutions, must not hand out the solutions),
+    and only those built."""
+    if app.builder.format != "html" or app.builder.name == "epub" \
+            or getattr(app.config, "hide_solutions", False):
+        return []
+    return [e for e in EDITIONS if e[0].is_file()]
+
+
 def _offer_pdf(app: Sphinx) -> bool:
-    """Only the full HTML book offers the PDF: the edition without solutions
-    (sphinx-exercise's hide_solutions) must not hand out a PDF with them."""
-    return (app.builder.format == "html" and PDF_SOURCE.is_file()
-            and not getattr(app.config, "hide_solutions", False))
+    return any(name == PDF_NAME for _, name, _ in _offered(app))
 
 
 def _add_pdf_button(app: Sphinx, pagename, templatename, context, doctree) -> None:
-    if not _offer_pdf(app):
-        return
+    """html-page-context: the built editions in the theme's download menu."""
     buttons = context.get("header_buttons")
     if not isinstance(buttons, list):
         return
-    url = context["pathto"](PDF_NAME, 1)
-    entry = {
-        "type": "link",
-        "url": url,
-        "text": "PDF edition",
-        "tooltip": "Download the whole book as a PDF",
-        "icon": "fas fa-file-pdf",
-        "label": "download-pdf-edition-button",
-    }
-    for button in buttons:
-        if isinstance(button, dict) and button.get("type") == "group" and \
-                "download" in str(button.get("label", "")).lower():
-            button.setdefault("buttons", []).append(entry)
-            return
-    buttons.append(entry)
+    for _, name, entry in _offered(app):
+        entry = dict(entry, type="link", url=context["pathto"](name, 1))
+        for button in buttons:
+            if isinstance(button, dict) and button.get("type") == "group" and \
+                    "download" in str(button.get("label", "")).lower():
+                button.setdefault("buttons", []).append(entry)
+                break
+        else:
+            buttons.append(entry)
 
 
 def _copy_pdf(app: Sphinx, exc) -> None:
-    if exc is not None or not _offer_pdf(app):
+    if exc is not None:
         return
-    shutil.copy2(PDF_SOURCE, Path(app.outdir) / PDF_NAME)
-    LOGGER.info(f"qtheory_edition: {PDF_NAME} copied into the HTML output")
+    for source, name, _ in _offered(app):
+        shutil.copy2(source, Path(app.outdir) / name)
+        LOGGER.info(f"qtheory_edition: {name} copied into the HTML output")
 
 
 def setup(app: Sphinx):

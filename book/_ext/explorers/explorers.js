@@ -10,13 +10,36 @@
             sky: "#56B4E9", purple: "#CC79A7", grey: "#555555" };
   var LEVEL_COLOURS = [C.blue, C.orange, C.green];
 
+  // Text with exponents and subscripts written as ^x, ^(..), ^{..}, _{..} (the notation
+  // of the captions) as HTML with <sup>/<sub>, the rest escaped; and as words for a
+  // screen reader's label. Plotly's trace names and titles take the same <sup>/<sub>.
+  var SCRIPT = /([\^_])(?:\{([^{}]*)\}|\(([^()]*)\)|([\w*\u2217]+))/g;
+  function esc(t) {
+    return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+  function rich(t) {
+    return esc(t).replace(SCRIPT, function (m, op, a, b, c) {
+      var x = a !== undefined ? a : (b !== undefined ? b : c), tag = op === "^" ? "sup" : "sub";
+      return "<" + tag + ">" + x + "</" + tag + ">";
+    });
+  }
+  function spoken(t) {
+    return String(t).replace(SCRIPT, function (m, op, a, b, c) {
+      var x = a !== undefined ? a : (b !== undefined ? b : c);
+      return op === "^" ? " to the power " + x : " " + x;
+    });
+  }
   function num(x, d) { return String(parseFloat(Number(x).toPrecision(d || 4))); }
   function range(a, b) { var r = []; for (var i = a; i <= b; i++) r.push(i); return r; }
   function sum(a) { return a.reduce(function (s, x) { return s + x; }, 0); }
   function max(a) { return a.reduce(function (m, x) { return x > m ? x : m; }, -Infinity); }
+  // The text colour of the explorer's box: MyST-NB draws HTML outputs on a light box in
+  // the theme's dark mode too (with dark text), so the figure takes the box's colour, not
+  // the page's, and keeps its white plotting area in both modes.
+  var TEXT = "#222832";
   function base(extra) {
     var l = { height: 340, margin: { l: 60, r: 20, t: 20, b: 50 }, showlegend: true,
-              legend: { orientation: "h", y: -0.22 }, font: { size: 12 },
+              legend: { orientation: "h", y: -0.22 }, font: { size: 12, color: TEXT },
               paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff" };
     for (var k in extra) l[k] = extra[k];
     return l;
@@ -83,7 +106,7 @@
       traces: [
         { type: "bar", x: range(1, s.length), y: s, name: "invariant state, mean " +
           num(rec.mean, 3), marker: { color: C.blue } },
-        { type: "scatter", mode: "markers", x: J, y: tail, name: "M/M/1 tail \u03bb\u2071, " +
+        { type: "scatter", mode: "markers", x: J, y: tail, name: rich("M/M/1 tail \u03bb^i, ") +
           "mean " + num(rec.mm1_mean, 3), marker: { color: C.grey, size: 5 } }],
       layout: base({ xaxis: { title: { text: "level i" } },
                      yaxis: { title: { text: "s\u1d62" }, range: [0, 1.05] } }),
@@ -91,7 +114,7 @@
                mm1_tail_top: tailTop, s: s },
       text: "\u03bb = " + v.lam.text + ", p = " + v.p.text + ": top level i* = " + top +
             ", mean queue " + num(rec.mean) + " (M/M/1: " + num(rec.mm1_mean) +
-            "); the M/M/1 tail at i* is \u03bb^i* = " + num(tailTop, 3) + "."
+            "); the M/M/1 tail at i* is \u03bb^{i*} = " + num(tailTop, 3) + "."
     };
   };
 
@@ -104,7 +127,7 @@
         { type: "scatter", mode: "lines", x: x, y: rec.mean, name: "mean queue v\u1d35\u2081(\u03bb, p)",
           line: { color: C.blue, width: 3 } },
         { type: "scatter", mode: "lines", x: x, y: rec.scale,
-          name: "log_{1/(1\u2212p)} 1/(1\u2212\u03bb)", line: { color: C.orange, dash: "dash" } },
+          name: rich("log_{1/(1\u2212p)} 1/(1\u2212\u03bb)"), line: { color: C.orange, dash: "dash" } },
         { type: "scatter", mode: "markers", x: [x[i]], y: [rec.mean[i]], showlegend: false,
           marker: { color: C.blue, size: 10 } }],
       layout: base({ xaxis: { type: "log", title: { text: "1/(1 \u2212 \u03bb)" } },
@@ -151,7 +174,7 @@
         { type: "scatter", mode: "lines", x: [0, v.lam.value], y: [L, L],
           name: "target L = " + v.target.text, line: { color: C.orange, dash: "dash" } },
         { type: "scatter", mode: "lines", x: [pm, pm], y: [lo, hi],
-          name: "p_min = " + num(pm), line: { color: C.verm, dash: "dot" } },
+          name: rich("p_min = " + num(pm)), line: { color: C.verm, dash: "dot" } },
         { type: "scatter", mode: "markers", x: [pm], y: [rec.mean], showlegend: false,
           marker: { color: C.verm, size: 10 } }],
       layout: base({ xaxis: { title: { text: "centralization p" }, range: [0, v.lam.value] },
@@ -160,7 +183,7 @@
       value: rec,
       text: "\u03bb = " + v.lam.text + ", target L = " + v.target.text + ": p_min = " +
             num(pm, 6) + " (mean queue there " + num(rec.mean) + ", top level " +
-            rec.top_level + ", mean sojourn time " + num(rec.sojourn) +
+            (rec.top_level < 0 ? "unbounded" : rec.top_level) + ", mean sojourn time " + num(rec.sojourn) +
             "); without pooling the mean would be " + num(rec.mm1_mean) + "."
     };
   };
@@ -176,6 +199,7 @@
     var renders = 0;
     function update() {
       var t0 = performance.now(), v = {}, key = [];
+      TEXT = getComputedStyle(root).color || TEXT;
       d.controls.forEach(function (c, j) {
         var i = Math.max(0, Math.min(c.values.length - 1, parseInt(inputs[j].value, 10)));
         v[c.name] = { i: i, value: c.values[i], text: c.texts[i] };
@@ -184,9 +208,9 @@
         if (c.keyed) key.push(i);
       });
       var r = render(d, v, d.records[key.join(",")]);
-      out.textContent = r.text;
+      out.innerHTML = rich(r.text);
       out.dataset.value = JSON.stringify(r.value);
-      plot.setAttribute("aria-label", r.text);
+      plot.setAttribute("aria-label", spoken(r.text));
       Plotly.react(plot, r.traces, r.layout, { displayModeBar: false, responsive: true })
         .then(function () {
           renders += 1;
@@ -195,6 +219,9 @@
         });
     }
     inputs.forEach(function (el) { el.addEventListener("input", update); });
+    // redrawn in the new colours when the reader switches the theme's colour mode
+    new MutationObserver(update).observe(document.documentElement,
+                                         { attributes: true, attributeFilter: ["data-theme"] });
     root.hidden = false;
     update();
   }
