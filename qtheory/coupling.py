@@ -492,6 +492,12 @@ def coupled_run(n_stations, lam, p, t_end, *, s0=None, seed=0, driver=None, time
 
 
 # ----------------------------------------------------------------------------- bounds
+def _check_run(run):
+    if not isinstance(run, CoupledRun):
+        raise ValueError(f"run must be a CoupledRun (from coupled_run), got "
+                         f"{type(run).__name__}")
+
+
 @dataclass(frozen=True)
 class CountingBound:
     r"""The explicit bound of the counting lemma for one run.
@@ -634,9 +640,7 @@ def counting_bound(run, *, beta=1.0, m_values=None):
     The counting lemma of the fluid-limit chapter (state-dependent thresholds by
     monotonicity on short blocks).
     """
-    if not isinstance(run, CoupledRun):
-        raise ValueError(f"run must be a CoupledRun (from coupled_run), got "
-                         f"{type(run).__name__}")
+    _check_run(run)
     beta = check_real(beta, "beta", low=0.0, high=1.0)
     n, T, q = run.n_stations, run.t_end, 1.0 + run.lam
     if m_values is None:
@@ -722,9 +726,7 @@ def increments_bound(run):
     ----------
     The increments lemma of the fluid-limit chapter.
     """
-    if not isinstance(run, CoupledRun):
-        raise ValueError(f"run must be a CoupledRun (from coupled_run), got "
-                         f"{type(run).__name__}")
+    _check_run(run)
     q = 1.0 + run.lam
     return (counting_bound(run, beta=run.lam / q).bound
             + counting_bound(run, beta=(1.0 - run.p) / q).bound
@@ -784,9 +786,7 @@ def tail_bound(run, levels=None):
     ----------
     The tail lemma of the fluid-limit chapter.
     """
-    if not isinstance(run, CoupledRun):
-        raise ValueError(f"run must be a CoupledRun (from coupled_run), got "
-                         f"{type(run).__name__}")
+    _check_run(run)
     width = run.tail_sup.size
     if levels is None:
         levels = np.arange(2, width + 1)
