@@ -18,6 +18,19 @@ from .fluid import (  # noqa: F401
     relaxation_rate,
     time_to_invariant,
 )
+from .coupling import (  # noqa: F401
+    CoupledDriver,
+    CoupledRun,
+    CountingBound,
+    TailBound,
+    counting_bound,
+    coupled_driver,
+    coupled_run,
+    dkw_uniform_bound,
+    increments_bound,
+    tail_bound,
+    truncated_fluid_trajectory,
+)
 from .fluid_limit import (  # noqa: F401
     FluidLimitStudy,
     fluid_limit_distance,
@@ -111,6 +124,18 @@ __all__ = [
     "naive_fluid_solve",
     "relaxation_rate",
     "time_to_invariant",
+    # coupling.py
+    "CoupledDriver",
+    "CoupledRun",
+    "CountingBound",
+    "TailBound",
+    "counting_bound",
+    "coupled_driver",
+    "coupled_run",
+    "dkw_uniform_bound",
+    "increments_bound",
+    "tail_bound",
+    "truncated_fluid_trajectory",
     "FluidLimitStudy",
     "fluid_limit_distance",
     "fluid_limit_study",
