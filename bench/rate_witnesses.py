@@ -22,7 +22,8 @@ sqrt(2/(pi N)) sum_i sqrt(Sigma_ii) (qt.fluctuation_covariance; lam/((p - lam) N
 light traffic): the prediction only sizes the run, the stored values are measured.
 
 --quick runs a small subset (for testing the script), writing to a temporary path unless
---out is given.
+--out is given.  --exact-only recomputes the exact rows and keeps the stored simulated
+rows (it records exact_commit).
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--exact-only", action="store_true")
     args = ap.parse_args()
     out = Path(args.out) if args.out else (
         Path("/tmp/rate_witnesses_quick.json") if args.quick
@@ -98,6 +100,14 @@ def main():
               f"distance={w['distance']:.5g} top mass={w['top_mass']:.4g} "
               f"({time.time() - t1:.1f} s)", file=sys.stderr)
     exact_seconds = time.time() - t0
+    if args.exact_only:
+        data = json.loads(out.read_text())
+        data.update(exact=exact_rows, exact_seconds=exact_seconds, exact_commit=commit,
+                    exact_code_modified_since_commit=dirty)
+        out.write_text(json.dumps(data, indent=1))
+        print(f"wrote {out}: {len(exact_rows)} exact rows ({exact_seconds:.0f} s); "
+              f"simulated rows kept from commit {data['commit'][:10]}", file=sys.stderr)
+        return
 
     # simulated rows
     sim_rows = []
@@ -125,7 +135,8 @@ def main():
     sim_seconds = time.time() - t0
 
     data = dict(
-        commit=commit, code_modified_since_commit=dirty,
+        commit=commit, code_modified_since_commit=dirty, exact_commit=commit,
+        exact_code_modified_since_commit=dirty,
         created=time.strftime("%Y-%m-%d %H:%M:%S"),
         settings=dict(exact_target=EXACT_TARGET, exact_max_states=EXACT_MAX_STATES,
                       seed_base=SEED_BASE, n_snapshots=2000, n_batches=20,

@@ -649,7 +649,12 @@ def rate_witness_exact(result):
     -------
     RateWitness
         With zero half-widths, and both sides of the energy identity for n = i*+1 and
-        n = i*+2 (they agree to the solver's residual plus the truncation's blocked rate).
+        n = i*+2.  In the truncated chain they differ by at most
+        ``details["identity_tolerance"]``:
+        :math:`T_n\, b\, (K + v^I_1 + 1) + 10^{-9}` with :math:`b` the blocked rate
+        (``blocked_rate``) and :math:`K` = ``max_queue`` (blocked arrivals remove
+        :math:`\lambda s_K` from the drift of every tail sum), the last term for the
+        solver's residual.
 
     Raises
     ------
@@ -689,9 +694,11 @@ def rate_witness_exact(result):
     pos = E(np.clip(x[:, 1:K + 1], 0.0, None).sum(axis=1) + W)
     below = np.array([E((M < i).astype(float)) for i in range(1, K + 1)])
     vI = invariant_tail_sums(lam, p) if K else np.zeros(1)
+    v1I = float(vI[1]) if K else 0.0
     es = np.zeros(L + 1)
     es[: result.s.size] = result.s
     lhs, rhs = np.full(2, np.nan), np.full(2, np.nan)
+    tol = np.full(2, np.nan)
     energy = math.nan
     if math.isfinite(r) and lam > 0:
         w = np.exp(-np.arange(0, L + 2) * math.log(r))
@@ -710,6 +717,12 @@ def rate_witness_exact(result):
             Rfull = np.concatenate([Rk, np.full(max(0, drop.size - n), Rk[-1])])
             lhs[k] = val
             rhs[k] = lam / N * float(np.sum(drop * Rfull[: drop.size]))
+            # truncation: blocked arrivals remove lam s_K from the drift of every v_i
+            # (|u_i| <= K + v^I_1) and the rate of the missing level K + 1 from the
+            # second-order term, so |lhs - rhs| <= T_n b (K + v^I_1 + 1), b the blocked
+            # rate; 1e-9 for the solver's residual
+            tol[k] = float(Rk[-1]) * result.blocked_rate * (result.max_queue + v1I + 1) \
+                + 1e-9
     return RateWitness(
         lam=lam, p=p, n_stations=N, method="exact", top_level=K,
         distance=dist, distance_hw=0.0, top_mass=E(W), top_mass_hw=0.0,
@@ -725,7 +738,8 @@ def rate_witness_exact(result):
         details=dict(max_queue=int(result.max_queue),
                      boundary_mass=float(result.boundary_mass),
                      blocked_rate=float(result.blocked_rate),
-                     n_states=int(result.n_states)))
+                     n_states=int(result.n_states),
+                     identity_tolerance=tol.tolist()))
 
 
 def _bm(batches):

@@ -143,6 +143,16 @@ def test_energy_identity_exact(lam, p, N):
     assert r.boundary_mass < 1e-9, r.boundary_mass
     w = qt.rate_witness_exact(r)
     np.testing.assert_allclose(w.energy_lhs, w.energy_rhs, rtol=1e-7, atol=1e-9)
+    assert np.all(np.abs(w.energy_lhs - w.energy_rhs) <= w.details["identity_tolerance"])
+
+
+@pytest.mark.parametrize("lam,p,N,K", [(0.7, 0.2, 1, 20), (0.7, 0.2, 2, 14),
+                                       (0.9, 0.1, 2, 40), (0.3, 0.5, 2, 6)])
+def test_energy_identity_truncation_tolerance(lam, p, N, K):
+    """A coarse truncation breaks the identity, by no more than the stated tolerance."""
+    w = qt.rate_witness_exact(_exact(N, lam, p, K))
+    gap = np.abs(w.energy_lhs - w.energy_rhs)
+    assert np.all(gap > 1e-8) and np.all(gap <= w.details["identity_tolerance"]), gap
 
 
 # (0.9, 0.1) and (0.95, 0.3) need more than 1e5 states at N >= 3: N <= 2 here (the
