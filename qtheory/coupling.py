@@ -748,8 +748,11 @@ class TailBound:
         :math:`\theta_L = \min(1, (\lambda/q) B_N/(L-1))` and
         :math:`B_N = v^N_1(0) + \#\{k \le \Pi(NqT): U_k < \lambda/q\}/N`.
     limit : ndarray of float64, shape (k,)
-        :math:`v_L(0) + \lambda T (v_1(0) + \lambda T)/(L-1)`, the value the bound tends
-        to as N grows (for the run's rounded initial state).
+        :math:`v_L(0) + qT \min\bigl(1, (\lambda/q)(v_1(0) + \lambda T)/(L-1)\bigr)`,
+        the value ``bound`` tends to as N grows on the event of probability one of the
+        fluid-limit chapter, for initial states converging to the run's (rounded) one;
+        it equals :math:`v_L(0) + \lambda T (v_1(0) + \lambda T)/(L-1)`, the limit of
+        the explicit form of the bound, whenever the minimum is not 1.
     """
 
     levels: np.ndarray
@@ -806,7 +809,7 @@ def tail_bound(run, levels=None):
     counts = np.searchsorted(us, theta, side="left")                # #{U < theta}
     bound = v0L + counts / n
     obs = np.array([run.tail_sup[L] if L < width else 0.0 for L in levels])
-    limit = v0L + lam * T * (v01 + lam * T) / (levels - 1)
+    limit = v0L + q * T * np.minimum(1.0, (lam / q) * (v01 + lam * T) / (levels - 1))
     return TailBound(levels.astype(np.int64), obs, bound, limit)
 
 

@@ -99,6 +99,28 @@ def test_lipschitz_bound_path_by_path(n, lam, p, s0, t_end, seed):
     assert run.clock_error <= 6.0 * math.sqrt(q * t_end / n) + 2.0 / n
 
 
+def test_tail_bound_limit_is_the_limit_of_the_bound():
+    # theta_L = min(1, (lam/q) B_N/(L-1)): at L = 2 from a deep initial state the minimum
+    # is 1 and the bound tends to v_L(0) + qT (every event raises v_2), not to the
+    # unclipped v_L(0) + lam T (v_1(0) + lam T)/(L-1)
+    lam, p, T = 0.9, 0.1, 1.0
+    q = 1.0 + lam
+    s0 = np.ones(21)                                  # 20 jobs at every station
+    limits = {}
+    for n in (2000, 200_000):
+        run = qt.coupled_run(n, lam, p, T, s0=s0, seed=4, n_check=1)
+        tb = qt.tail_bound(run, levels=[2, 80])
+        limits[n] = tb
+    big = limits[200_000]
+    v0 = np.array([19.0, 0.0])
+    assert np.isclose(big.limit[0], v0[0] + q * T)
+    unclipped = v0 + lam * T * (20.0 + lam * T) / (np.array([2, 80]) - 1)
+    assert np.isclose(big.limit[1], unclipped[1])
+    # the bound approaches the limit like the clock and the uniforms (a few N^-1/2)
+    assert np.all(np.abs(big.bound - big.limit) <= 10.0 * math.sqrt(q * T / 200_000))
+    assert np.all(np.abs(limits[2000].bound - big.limit) <= 10.0 * math.sqrt(q * T / 2000))
+
+
 def test_all_n_share_the_randomness_and_converge():
     lam, p, T = 0.9, 0.1, 4.0
     times = np.linspace(0.0, T, 81)
