@@ -88,6 +88,14 @@ from .theory_checks import (  # noqa: F401
     stationary_balance,
 )
 from .planning import RunPlan, plan_run  # noqa: F401
+from .rate import (  # noqa: F401
+    RateConstants,
+    RateWitness,
+    fit_exponent,
+    rate_constants,
+    rate_witness_exact,
+    rate_witness_simulated,
+)
 from .explorers import (  # noqa: F401
     Explorer,
     design_view,
@@ -185,6 +193,13 @@ __all__ = [
     "exact_stationary",
     "ConcentrationResult",
     "concentration_study",
+    # rate.py
+    "RateConstants",
+    "RateWitness",
+    "fit_exponent",
+    "rate_constants",
+    "rate_witness_exact",
+    "rate_witness_simulated",
     # theory_checks.py
     "BalanceCheck",
     "fluid_distance_curve",
