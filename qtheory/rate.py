@@ -23,7 +23,8 @@ station).  Every term on the left is non-negative and the right side is at most
 
 with explicit constants (:func:`rate_constants`), the mass above the top of order
 :math:`1/N` when the top level is not critical (:math:`\delta > 0`) and
-:math:`N^{-1/2}` when it is, and the excess of the mean queue of order :math:`1/N`.
+:math:`N^{-1/2}` when it is, and the excess of the mean queue likewise (all upper
+bounds).
 
 The module also computes the constants of a first, weaker route (Perron weights and a
 smoothed :math:`\ell_1` norm; constants of order :math:`1/\mu`, :math:`\mu` the fluid
