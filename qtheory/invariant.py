@@ -27,7 +27,7 @@ import math
 import mpmath
 import numpy as np
 
-from ._validation import check_lam, check_p, check_positive_int
+from ._validation import check_lam, check_p, check_size
 
 __all__ = [
     "invariant_state",
@@ -43,6 +43,13 @@ _EPS = np.finfo(np.float64).eps
 _MP_LEVELS = 200_000
 # Slack, in units of the rounding error bound, below which s_i counts as zero.
 _ZERO_SLACK = 16.0
+# Ceiling of max_levels: an array of this many levels takes 800 MB.
+_MAX_LEVELS_CEILING = 10**8
+
+
+def _check_max_levels(max_levels):
+    return check_size(max_levels, "max_levels", minimum=1, maximum=_MAX_LEVELS_CEILING,
+                      what="each level takes 8 bytes of the returned array")
 
 
 def _delta(lam, p):
@@ -60,15 +67,40 @@ def _geometric(k, delta):
 
 
 def _levels(lam, p, i):
-    """Unclipped s_i and a rounding-error bound, for integer array i >= 1."""
+    """Unclipped s_i and a rounding-error bound, for integer array i >= 1.
+
+    Two forms of the same closed form, each free of cancellation where it is used:
+
+    * ``r >= 1`` (``lam + p >= 1``): ``s_i = ((lam - p) - (1 - lam) r G_{i-1}) / (1 - p)``,
+      a difference of two terms below ``lam``: absolute error of a few rounding units;
+    * ``r < 1``: ``s_i = r**i - p/(1 - p) G_i``, a difference of two terms of the size of
+      ``r**i``.  The first form would subtract O(1) terms to get ``s_i ~ r**i``: with tiny
+      ``p`` (``s_i ~ lam**i``) it lost every digit below about 1e-15 and cut the top level
+      off there (``top_level(0.9, 1e-300)`` was 310 instead of 6534).
+
+    ``s_1 = (lam - p)/(1 - p)`` is exact in both.  The bound covers the rounding of the
+    terms, including that of ``r**i = exp(i log r)``, whose relative error grows like
+    ``|i log r|`` rounding units.
+    """
+    i = np.asarray(i)
     a = 1.0 - lam
     b = 1.0 - p
     delta = _delta(lam, p)
     r = lam / b
-    tail = a * r * _geometric(np.asarray(i) - 1, delta)  # (1 - lam) r G_{i-1}
-    s = ((lam - p) - tail) / b
-    err = _ZERO_SLACK * _EPS * (lam + np.abs(tail)) / b
-    err = np.where(np.asarray(i) == 1, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
+    if delta >= 0.0:
+        tail = a * r * _geometric(i - 1, delta)  # (1 - lam) r G_{i-1}
+        s = ((lam - p) - tail) / b
+        err = _ZERO_SLACK * _EPS * (lam + np.abs(tail)) / b
+    else:
+        logr = math.log1p(delta)
+        x = np.asarray(i, dtype=np.float64) * logr
+        ri = np.exp(x)
+        drain = (p / b) * _geometric(i, delta)  # p/(1-p) G_i
+        s = ri - drain
+        err = _ZERO_SLACK * _EPS * (ri * (1.0 + np.abs(x)) + drain)
+    first = i == 1
+    s = np.where(first, (lam - p) / b, s)
+    err = np.where(first, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
     return s, err
 
 
@@ -130,7 +162,10 @@ def top_level(lam, p):
         with :math:`r = \lambda/(1-p)`; 0 when ``lam <= p`` (the central server absorbs
         all the work).  When ``p/(1-lam)`` is an exact power of ``r`` the level where
         :math:`s_i` would be exactly zero is not counted.  Values of :math:`s_i` within
-        rounding error of zero count as zero.
+        rounding error of zero count as zero, where the rounding error is that of the
+        terms of the closed form (of the size of :math:`r^i` when :math:`r < 1`, not of
+        1), so the count is right for every ``p > 0`` however small: ``top_level(0.9,
+        1e-300)`` is 6534, the largest integer below :math:`\log_r (p/(1-\lambda))`.
 
     Raises
     ------
@@ -162,7 +197,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     max_levels : int, optional
-        Largest number of levels returned.  For ``p = 0`` the state
+        Largest number of levels returned, at most 1e8 (800 MB).  For ``p = 0`` the state
         :math:`s_i = \lambda^i` has infinitely many positive entries and is truncated
         where :math:`\lambda^i` falls below 1e-300; if that takes more than
         ``max_levels`` levels a ``ValueError`` is raised (no silent truncation).
@@ -177,8 +212,8 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     Raises
     ------
     ValueError
-        If ``lam`` or ``p`` are out of range, or if the state needs more than
-        ``max_levels`` levels (``p > 0``: ``i*`` exceeds it; ``p = 0``: ``lam**i``
+        If ``lam`` or ``p`` are out of range, ``max_levels`` is not an integer in
+        ``[1, 1e8]``, or if the state needs more than ``max_levels`` levels (``p > 0``: ``i*`` exceeds it; ``p = 0``: ``lam**i``
         stays above 1e-300 beyond it, e.g. ``lam > 1 - 7e-5`` with the default); use
         :func:`mean_queue_length`, which needs no array.
 
@@ -202,7 +237,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    max_levels = check_positive_int(max_levels, "max_levels")
+    max_levels = _check_max_levels(max_levels)
     if p == 0.0:
         if lam == 0.0:
             return np.ones(1)
@@ -379,7 +414,8 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     max_levels : int, optional
-        Passed to :func:`invariant_state`: the largest number of levels computed.
+        Passed to :func:`invariant_state`: the largest number of levels computed
+        (at most 1e8).
 
     Returns
     -------
@@ -435,7 +471,7 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    max_levels = check_positive_int(max_levels, "max_levels")
+    max_levels = _check_max_levels(max_levels)
     s = invariant_state(lam, p, max_levels=max_levels)
     if p == 0.0:
         # s_i = lam**i for every i: the tail sums are exact geometric tails.

@@ -21,6 +21,7 @@ import dataclasses
 import inspect
 import itertools
 import keyword
+import math
 import numbers
 import sys
 import time
@@ -30,12 +31,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validation import check_flag, check_positive_int, check_seed
+from ._validation import check_flag, check_seed, check_size
 
 __all__ = ["sweep", "SweepResult", "SweepFailure", "SweepError", "expand_grid",
            "point_seeds"]
 
 _RESERVED = ("error",)
+# Largest grid (and number of point seeds): a million points already hold a million
+# futures, rows and seeds in memory, and spawning their seeds takes seconds.
+_MAX_POINTS = 10**6
 
 
 # --------------------------------------------------------------------------- results
@@ -163,9 +167,9 @@ class SweepResult:
         Parameters
         ----------
         max_rows : int
-            Rows shown; the rest are summarized in one line.
+            Rows shown, >= 0; the rest are summarized in one line.
         digits : int
-            Significant digits of floats (also inside tuples and lists).
+            Significant digits of floats (also inside tuples and lists), 1 to 17.
         columns : sequence of str, optional
             Columns to show, in this order (default: all; ``error`` only if a point
             failed).
@@ -177,8 +181,11 @@ class SweepResult:
         Raises
         ------
         ValueError
-            If ``columns`` names a column that does not exist.
+            If ``columns`` names a column that does not exist, or ``max_rows`` or
+            ``digits`` is out of range.
         """
+        max_rows = check_size(max_rows, "max_rows", minimum=0, maximum=10**7)
+        digits = check_size(digits, "digits", minimum=1, maximum=17)
         if not self.rows:
             return "(empty sweep)"
         if columns is None:
@@ -245,6 +252,25 @@ class SweepError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- grids
+def _values_length(name, values):
+    """Number of values of one grid parameter, checked without copying them."""
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"grid[{name!r}] must be a 1-D sequence of values, got an "
+                             f"array of shape {values.shape}")
+        n = values.size
+    elif isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, range)):
+        raise ValueError(
+            f"grid[{name!r}] must be a list (or tuple, range, 1-D array) of values, got "
+            f"{type(values).__name__} {values!r}; wrap a single value in a list")
+    else:
+        n = len(values)
+    if not n:
+        raise ValueError(f"grid[{name!r}] is empty: every parameter needs at least one "
+                         "value")
+    return n
+
+
 def _as_values(name, values):
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
@@ -294,7 +320,9 @@ def expand_grid(grid):
     ValueError
         If the grid is empty, is of another type, has a parameter with no values or
         given as a scalar or string, has names that are not identifiers (or the
-        reserved ``"error"``), or is a list of dicts with differing names.
+        reserved ``"error"``), is a list of dicts with differing names, or has more than
+        1e6 points (the product of the numbers of values is checked before any point is
+        made).
 
     Examples
     --------
@@ -305,6 +333,12 @@ def expand_grid(grid):
         if not grid:
             raise ValueError("grid is empty: give at least one parameter with values")
         names = tuple(_check_name(k) for k in grid)
+        sizes = [_values_length(k, grid[k]) for k in names]
+        total = math.prod(sizes)
+        if total > _MAX_POINTS:
+            raise ValueError(
+                f"grid has {' x '.join(f'{n:,}' for n in sizes)} = {total:,} points, more "
+                f"than {_MAX_POINTS:,}; split the grid, or sample it")
         values = [_as_values(k, grid[k]) for k in names]
         points = [dict(zip(names, combo)) for combo in itertools.product(*values)]
         return points, names
@@ -313,6 +347,9 @@ def expand_grid(grid):
                          f"{{name: value}}, got {type(grid).__name__}")
     if len(grid) == 0:
         raise ValueError("grid is empty: give at least one point")
+    if len(grid) > _MAX_POINTS:
+        raise ValueError(f"grid has {len(grid):,} points, more than {_MAX_POINTS:,}; split "
+                         "it")
     points = []
     names = None
     for k, point in enumerate(grid):
@@ -339,7 +376,7 @@ def point_seeds(seed, n_points):
     seed : int >= 0 or numpy.random.SeedSequence
         The sweep's root seed.
     n_points : int
-        Number of grid points.
+        Number of grid points, in ``[0, 1e6]``.
 
     Returns
     -------
@@ -347,9 +384,15 @@ def point_seeds(seed, n_points):
         ``SeedSequence(seed).spawn(n_points)[k]`` turned into a 63-bit integer: the
         children are independent streams, and an integer is accepted by every seeded
         function (qtheory's, :func:`numpy.random.default_rng`, :class:`random.Random`).
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` is invalid or ``n_points`` is not an integer in ``[0, 1e6]``.
     """
     root = check_seed(seed)
-    n_points = check_positive_int(n_points, "n_points", minimum=0)
+    n_points = check_size(n_points, "n_points", minimum=0, maximum=_MAX_POINTS,
+                          what="spawning a seed takes about 10 microseconds and its memory")
     # A fresh copy, so that the same root gives the same children every time (spawn
     # advances a SeedSequence's child counter).
     root = np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key,
@@ -478,7 +521,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     raise_on_error : bool
         If True, raise :class:`SweepError` (carrying the full result) after all points
         have run when any of them failed.  If False (default) a ``RuntimeWarning``
-        summarizes the failures and the result holds them.
+        summarizes the failures and the result holds them.  Only True or False: a string
+        such as ``"no"`` is refused.
 
     Returns
     -------
@@ -492,8 +536,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         If ``func`` is not callable or cannot accept the grid's parameter names, ``keep``
         is not a non-empty list of names, the
         grid is malformed (see :func:`expand_grid`), ``executor`` is not a
-        :class:`concurrent.futures.Executor`, ``seed`` is invalid, or ``seed`` is given
-        while the grid has its own ``seed`` parameter.
+        :class:`concurrent.futures.Executor`, ``seed`` is invalid, ``seed`` is given
+        while the grid has its own ``seed`` parameter, or a switch is not True or False.
     SweepError
         With ``raise_on_error=True``, if any point failed.
 
@@ -532,6 +576,7 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
                          f"get_executor()), got {type(executor).__name__}")
     pass_seed = check_flag(pass_seed, "pass_seed", allow_none=True)
     progress = check_flag(progress, "progress")
+    raise_on_error = check_flag(raise_on_error, "raise_on_error")
 
     grid_has_seed = "seed" in names
     if grid_has_seed and seed is not None:
