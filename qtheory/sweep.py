@@ -22,7 +22,9 @@ import inspect
 import itertools
 import keyword
 import math
+import multiprocessing
 import numbers
+import pickle
 import sys
 import time
 import traceback
@@ -474,6 +476,99 @@ def _check_binds(func, kwargs):
                          f"the grid's parameters {sorted(kwargs)}: {exc}") from None
 
 
+def _default_context():
+    """The multiprocessing context of sweep's own process pool: the platform's default
+    start method (fork on Linux up to Python 3.13, forkserver from 3.14; spawn on macOS
+    and Windows)."""
+    return multiprocessing.get_context()
+
+
+def _cloudpickle():
+    """The cloudpickle module if it is installed (it comes with dask), else None."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return None
+    return cloudpickle
+
+
+def _start_method(executor, owned):
+    """How the executor's workers start, or None when it sends no work to processes that
+    sweep can inspect (threads; Dask, which serializes with cloudpickle itself)."""
+    if owned:
+        return _default_context().get_start_method()
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        ctx = getattr(executor, "_mp_context", None)
+        return ctx.get_start_method() if ctx is not None else \
+            multiprocessing.get_start_method()
+    return None
+
+
+def _why_not_by_reference(func, method):
+    """None if a worker started with ``method`` can receive ``func`` by reference (pickle
+    stores a module and a name, and the worker imports them); else the reason."""
+    module = getattr(func, "__module__", None)
+    main = sys.modules.get("__main__")
+    if method != "fork" and module == "__main__" and not getattr(main, "__file__", None):
+        return (f"it is defined in __main__ (a notebook or an interactive session), which "
+                f"a worker started with {method!r} cannot import: it runs a fresh "
+                f"interpreter, not this one")
+    try:
+        pickle.dumps(func)
+    except Exception:  # noqa: BLE001 - any pickling failure means: not by reference
+        where = " in __main__" if module == "__main__" else ""
+        return (f"it cannot be pickled by reference (a lambda, a closure or a function "
+                f"defined inside another one{where})")
+    return None
+
+
+class _ByValue:
+    """``func`` serialized by value with cloudpickle, for workers that cannot import it."""
+
+    def __init__(self, func, cloudpickle):
+        self.payload = cloudpickle.dumps(func)
+        self.func = func
+
+    def __getstate__(self):
+        return {"payload": self.payload}
+
+    def __setstate__(self, state):
+        self.payload = state["payload"]
+        self.func = None
+
+    def __call__(self, **kwargs):
+        if self.func is None:
+            self.func = pickle.loads(self.payload)
+        return self.func(**kwargs)
+
+
+def _sendable(func, executor, owned):
+    """What to submit for ``func``: itself, or a by-value copy; a ValueError at once (before
+    any worker starts) when neither can reach the workers."""
+    method = _start_method(executor, owned)
+    if method is None:
+        return func
+    why = _why_not_by_reference(func, method)
+    if why is None:
+        return func
+    name = getattr(func, "__qualname__", None) or repr(func)
+    advice = ("Define func in a module (a .py file next to the notebook) and import it "
+              "from there, or pass an executor that needs no pickling, e.g. "
+              "executor=concurrent.futures.ThreadPoolExecutor() (light work), or install "
+              "cloudpickle (it comes with dask), with which sweep sends func by value")
+    cp = _cloudpickle()
+    if cp is None:
+        raise ValueError(f"sweep: func {name!r} cannot be sent to the process pool's "
+                         f"workers (start method {method!r}): {why}. {advice}.")
+    try:
+        return _ByValue(func, cp)
+    except Exception as exc:  # noqa: BLE001 - reported with what to do
+        raise ValueError(f"sweep: func {name!r} cannot be sent to the process pool's "
+                         f"workers (start method {method!r}): {why}, and cloudpickle "
+                         f"cannot serialize it either ({type(exc).__name__}: {exc}). "
+                         f"{advice.split(', or install')[0]}.") from None
+
+
 def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None,
           keep=None, raise_on_error=False):
     r"""Evaluate ``func`` at every point of a parameter grid, in parallel.
@@ -482,8 +577,14 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     ----------
     func : callable
         Called as ``func(**point)`` or ``func(**point, seed=k)``.  It runs where the
-        executor runs it, so for process pools and clusters it must be picklable: a
-        function defined at module level (qtheory's public functions are).  Its return
+        executor runs it.  A process pool receives it by reference (module and name) when
+        its workers can import it: a function defined at module level (qtheory's public
+        functions are) works under every start method (fork, spawn, forkserver).  A
+        function they cannot import (defined in a notebook, whose ``__main__`` a spawn or
+        forkserver worker does not have, as with Python 3.14's default forkserver on
+        Linux; or a lambda or closure, under any start method) is sent by value with
+        cloudpickle when it is installed (it comes with dask); without cloudpickle sweep
+        raises a ``ValueError`` at once, before any worker starts, saying what to do.  Its return
         value becomes the row's outputs: a mapping or a dataclass gives one column per
         key or field, a named tuple one per field, anything else one column ``value``.
         An output with the name of an input and an equal value (a result object that
@@ -496,7 +597,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     executor : concurrent.futures.Executor, optional
         Where to run.  ``None`` (default) creates a
         :class:`concurrent.futures.ProcessPoolExecutor` with one worker per CPU (at most
-        one per point) and shuts it down afterwards.  Any other executor is used as
+        one per point), started with the platform's default start method
+        (``multiprocessing.get_context()``), and shuts it down afterwards.  Any other executor is used as
         given and left running: a :class:`~concurrent.futures.ThreadPoolExecutor`
         (numba kernels release no GIL unless compiled with ``nogil``; use it for light
         work), or a Dask cluster's ``client.get_executor()``.
@@ -537,7 +639,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         is not a non-empty list of names, the
         grid is malformed (see :func:`expand_grid`), ``executor`` is not a
         :class:`concurrent.futures.Executor`, ``seed`` is invalid, ``seed`` is given
-        while the grid has its own ``seed`` parameter, or a switch is not True or False.
+        while the grid has its own ``seed`` parameter, a switch is not True or False, or
+        ``func`` cannot reach a process pool's workers (see ``func``).
     SweepError
         With ``raise_on_error=True``, if any point failed.
 
@@ -603,17 +706,19 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         keep = tuple(keep)
 
     owned = executor is None
+    send = _sendable(func, executor, owned)
     if owned:
         import os
 
         executor = cf.ProcessPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
-                                                                 len(calls))))
+                                                                 len(calls))),
+                                          mp_context=_default_context())
     outcomes = [None] * len(calls)
     t0 = time.perf_counter()
     bar = None
     futures = {}
     try:
-        futures = {executor.submit(_run_point, func, kw, keep): k
+        futures = {executor.submit(_run_point, send, kw, keep): k
                    for k, kw in enumerate(calls)}
         if progress:
             from tqdm import tqdm

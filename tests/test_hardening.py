@@ -638,6 +638,126 @@ def test_relaxation_rate_tiny_p_tends_to_the_mm1_gap():
 
 
 # ======================================================================================
+# Item 4(c): process pools under every start method
+# ======================================================================================
+
+def _main_function(monkeypatch):
+    """A function that lives in ``__main__`` as one defined in a notebook does: its module
+    is ``__main__``, it is found there by name, and ``__main__`` has no file."""
+    main = sys.modules["__main__"]
+    monkeypatch.delattr(main, "__file__", raising=False)
+    ns = {"__name__": "__main__"}
+    exec("def qt_notebook_f(a):\n    return a * 10 + 1\n", ns)
+    f = ns["qt_notebook_f"]
+    monkeypatch.setattr(main, "qt_notebook_f", f, raising=False)
+    assert f.__module__ == "__main__"
+    return f
+
+
+def _module_function(a):
+    return a * 10 + 1
+
+
+START_METHODS = [m for m in ("fork", "spawn", "forkserver")
+                 if m in multiprocessing.get_all_start_methods()]
+
+
+def _expect_runs_or_refuses(func, executor=None):
+    try:
+        res = qt.sweep(func, {"a": [1, 2, 3]}, executor=executor, progress=False,
+                       raise_on_error=True)
+    except ValueError as err:
+        text = str(err)
+        assert "__main__" in text or "notebook" in text, text
+        assert "module" in text and "executor" in text, text
+        return None
+    assert [r["value"] for r in res.rows] == [11, 21, 31]
+    return res
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("method", START_METHODS)
+def test_sweep_module_function_under_every_start_method(method):
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as ex:
+        res = qt.sweep(_module_function, {"a": [1, 2, 3]}, executor=ex, progress=False,
+                       raise_on_error=True)
+    assert [r["value"] for r in res.rows] == [11, 21, 31]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("method", START_METHODS)
+def test_sweep_notebook_function_under_every_start_method(method, monkeypatch):
+    """A function defined in a notebook (module __main__, no file) runs, or sweep says at
+    once what to do; it never comes back as three failed rows."""
+    f = _main_function(monkeypatch)
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as ex:
+        _expect_runs_or_refuses(f, ex)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("method", START_METHODS)
+def test_sweep_default_pool_follows_the_default_start_method(method, monkeypatch):
+    f = _main_function(monkeypatch)
+    ctx = multiprocessing.get_context(method)
+    monkeypatch.setattr(sys.modules["qtheory.sweep"], "_default_context", lambda: ctx)
+    _expect_runs_or_refuses(f)
+    _expect_runs_or_refuses(_module_function)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_sweep_without_cloudpickle_refuses_at_once(method, monkeypatch):
+    """Where a notebook function cannot reach the workers, the refusal comes before any
+    worker starts and says what to do."""
+    f = _main_function(monkeypatch)
+    monkeypatch.setattr(sys.modules["qtheory.sweep"], "_cloudpickle", lambda: None)
+    ctx = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(2, mp_context=ctx) as ex:
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError) as err:
+            qt.sweep(f, {"a": [1, 2]}, executor=ex, progress=False)
+        assert time.perf_counter() - t0 < 5
+    _named(err, "__main__", method, "module", "executor")
+    # a lambda cannot be pickled under any start method
+    with pytest.raises(ValueError) as err:
+        qt.sweep(lambda a: a, {"a": [1]}, progress=False)
+    _named(err, "lambda")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("method", START_METHODS)
+def test_sweep_lambda_and_closure_run_with_cloudpickle(method):
+    pytest.importorskip("cloudpickle")
+    k = 10
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as ex:
+        res = qt.sweep(lambda a: a * k + 1, {"a": [1, 2, 3]}, executor=ex, progress=False,
+                       raise_on_error=True)
+    assert [r["value"] for r in res.rows] == [11, 21, 31]
+
+
+def test_thread_pool_needs_no_pickling():
+    with ThreadPoolExecutor(2) as ex:
+        res = qt.sweep(lambda a: a + 1, {"a": [1, 2]}, executor=ex, progress=False)
+    assert [r["value"] for r in res.rows] == [2, 3]
+
+
+def test_pyproject_declares_the_supported_python_range():
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if not path.exists():
+        pytest.skip("no pyproject.toml next to the tests (installed-wheel run)")
+    meta = tomllib.loads(path.read_text())["project"]
+    spec = meta["requires-python"]
+    assert ">=3.11" in spec and "<3." in spec, spec
+    upper = int(spec.split("<3.")[1].split(",")[0])
+    assert (3, 11) <= sys.version_info[:2] < (3, upper)
+    tested = [c for c in meta["classifiers"] if c.startswith("Programming Language :: Python :: 3.")]
+    versions = sorted(int(c.rsplit(".", 1)[1]) for c in tested)
+    assert versions == list(range(11, upper)), versions
+
+
+# ======================================================================================
 # CASES.md K24, K25: compiled code under several processes
 # ======================================================================================
 
