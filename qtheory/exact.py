@@ -63,7 +63,7 @@ import scipy.sparse.linalg as spla
 
 from . import _exact_kernels as _k
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
-    check_s0
+    check_s0, check_size
 
 __all__ = [
     "ExactResult",
@@ -78,6 +78,9 @@ _DIRECT_LIMIT = 5_000
 # Largest state space exact_stationary builds, whatever memory_limit says: ranks and
 # generator indices are int64 in the compiled kernels; far beyond any memory anyway.
 _MAX_STATES = 2**40
+# Largest GMRES iteration count: with a tolerance that cannot be met, the solve runs
+# until maxiter; 1e5 iterations are hours on the largest chains, not years.
+_MAX_ITER = 100_000
 _RESTART = 60
 
 
@@ -360,7 +363,7 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
         :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
         ``N(1 + lam)`` (``0 < tol < 1``).
     maxiter : int
-        Largest number of GMRES iterations.
+        Largest number of GMRES iterations, at most 1e5.
     memory_limit : int or float
         Bytes; if :func:`exact_memory_estimate` exceeds it a ``ValueError`` is raised
         before anything is built.  ``math.inf`` lifts this limit but not the physical
@@ -429,7 +432,8 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     if method not in ("auto", "direct", "gmres"):
         raise ValueError(f"method must be 'auto', 'direct' or 'gmres', got {method!r}")
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
-    maxiter = check_positive_int(maxiter, "maxiter")
+    maxiter = check_size(maxiter, "maxiter", minimum=1, maximum=_MAX_ITER,
+                         what="each GMRES iteration costs a pass over the generator")
     memory_limit = check_real(memory_limit, "memory_limit", low=0.0, low_open=True)
 
     S = exact_state_space_size(n, K)

@@ -370,6 +370,13 @@ def test_fluid_trajectory_reported_near_one_case():
         assert s.shape[0] == 2 and np.all(np.diff(s, axis=1) <= 0)
 
 
+@pytest.mark.parametrize("maxiter", [10**6, 10**12, True, 2.0])
+def test_exact_stationary_gmres_iterations_are_capped(maxiter):
+    with pytest.raises(ValueError) as err:
+        qt.exact_stationary(2, 0.5, 0.2, max_queue=10, maxiter=maxiter)
+    _named(err, "maxiter")
+
+
 def test_exact_stationary_memory_limit_inf_is_not_a_numba_error():
     with pytest.raises(ValueError) as err:
         qt.exact_stationary(200, 0.5, 0.1, max_queue=200, memory_limit=math.inf)
