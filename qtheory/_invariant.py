@@ -14,7 +14,7 @@ import mpmath
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["EPS", "MP_LEVELS", "top_level", "invariant_state", "mean_queue_length",
+__all__ = ["EPS", "MP_LEVELS", "top_level", "level", "invariant_state", "mean_queue_length",
            "mm1_mean_queue_length", "heavy_traffic_scaling", "min_centralization"]
 
 EPS = np.finfo(np.float64).eps
@@ -39,16 +39,46 @@ def _geometric(k, delta):
 
 
 def _levels(lam, p, i):
-    """Unclipped s_i and a rounding-error bound, for integer array i >= 1."""
+    """Unclipped s_i and a rounding-error bound, for integer array i >= 1.
+
+    Two forms of the same closed form, each free of cancellation where it is used:
+
+    * ``r >= 1`` (``lam + p >= 1``): ``s_i = ((lam - p) - (1 - lam) r G_{i-1}) / (1 - p)``,
+      a difference of two terms below ``lam``: absolute error of a few rounding units;
+    * ``r < 1``: ``s_i = r**i - p/(1 - p) G_i``, a difference of two terms of the size of
+      ``r**i``.  The first form would subtract O(1) terms to get ``s_i ~ r**i``: with tiny
+      ``p`` (``s_i ~ lam**i``) it lost every digit below about 1e-15 and cut the top level
+      off there (``top_level(0.9, 1e-300)`` was 310 instead of 6534).
+
+    ``s_1 = (lam - p)/(1 - p)`` is exact in both.  The bound covers the rounding of the
+    terms, including that of ``r**i = exp(i log r)``, whose relative error grows like
+    ``|i log r|`` rounding units.
+    """
+    i = np.asarray(i)
     a = 1.0 - lam
     b = 1.0 - p
     delta = _delta(lam, p)
     r = lam / b
-    tail = a * r * _geometric(np.asarray(i) - 1, delta)  # (1 - lam) r G_{i-1}
-    s = ((lam - p) - tail) / b
-    err = ZERO_SLACK * EPS * (lam + np.abs(tail)) / b
-    err = np.where(np.asarray(i) == 1, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
+    if delta >= 0.0:
+        tail = a * r * _geometric(i - 1, delta)  # (1 - lam) r G_{i-1}
+        s = ((lam - p) - tail) / b
+        err = ZERO_SLACK * EPS * (lam + np.abs(tail)) / b
+    else:
+        logr = math.log1p(delta)
+        x = np.asarray(i, dtype=np.float64) * logr
+        ri = np.exp(x)
+        drain = (p / b) * _geometric(i, delta)  # p/(1-p) G_i
+        s = ri - drain
+        err = ZERO_SLACK * EPS * (ri * (1.0 + np.abs(x)) + drain)
+    first = i == 1
+    s = np.where(first, (lam - p) / b, s)
+    err = np.where(first, 0.0, err)  # s_1 = (lam - p)/(1 - p) is exact
     return s, err
+
+
+def level(lam, p, i):
+    """s_i for validated (lam, p) with p > 0 and one level 1 <= i <= i* (a float)."""
+    return float(_levels(lam, p, np.array([i]))[0][0])
 
 
 def top_level(lam, p):

@@ -25,8 +25,10 @@ __all__ = [
     "check_s0",
     "check_seed",
     "check_flag",
+    "check_size",
     "real_array",
     "unwrap_scalar",
+    "count_text",
 ]
 
 
@@ -197,6 +199,9 @@ def check_positive_int(value, name, *, minimum=1):
     return v
 
 
+_IS_BOOL = np.frompyfunc(lambda x: isinstance(x, (bool, np.bool_)), 1, 1)
+
+
 def real_array(value, name):
     """Convert an array_like of real numbers to a float64 array (a new copy).
 
@@ -215,7 +220,8 @@ def real_array(value, name):
     ------
     ValueError
         If ``value`` is ragged, or holds anything other than real numbers: strings (no
-        ``"0.5"`` is read as a number), bools, complex numbers, None.
+        ``"0.5"`` is read as a number), bools (also mixed with numbers, as in
+        ``[True, 0.5]``), complex numbers, None.
     """
     try:
         raw = np.asarray(value)
@@ -232,6 +238,12 @@ def real_array(value, name):
     elif kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers only, got entries of type "
                          f"{raw.dtype}")
+    elif raw.ndim and not isinstance(value, np.ndarray):
+        # NumPy turns [True, 1.0] into [1.0, 1.0]: look at the entries of a sequence
+        entries = np.array(value, dtype=object).ravel()
+        if _IS_BOOL(entries).any():
+            raise ValueError(f"{name} must hold real numbers only, got a bool among its "
+                             f"entries (True is not the number 1 here)")
     try:
         return np.array(raw, dtype=np.float64)
     except (OverflowError, TypeError, ValueError):
@@ -376,3 +388,53 @@ def check_seed(seed, name="seed"):
     if int(seed) < 0:
         raise ValueError(f"{name} must be non-negative, got {int(seed)}")
     return np.random.SeedSequence(int(seed))
+
+
+def check_size(value, name, *, minimum=0, maximum, what=None):
+    """Check a size or count: an integer in ``[minimum, maximum]``.
+
+    Sizes (numbers of levels, of grid points, of time points, of seeds) decide how much
+    memory and time a call takes; an unbounded one gives a ``MemoryError`` or a hang
+    instead of an answer, so every such parameter has a ceiling, checked here before
+    anything is allocated.
+
+    Parameters
+    ----------
+    value : object
+        The candidate (Python or NumPy integer, or a 0-d integer array; no bools, no
+        floats).
+    name : str
+        The parameter's name, used in the error message.
+    minimum, maximum : int
+        The accepted range, both ends included.
+    what : str or None
+        Why the ceiling is there (e.g. "each level takes a column of the output"),
+        added to the message.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer in ``[minimum, maximum]``.
+    """
+    v = check_int(value, name, minimum=minimum)
+    if v > maximum:
+        extra = f"; {what}" if what else ""
+        shown = f"{v:,}" if v < 10**18 else f"about 10^{int(v.bit_length() * 0.30103)}"
+        raise ValueError(f"{name} must be an integer in [{minimum:,}, {maximum:,}], got "
+                         f"{shown}{extra}")
+    return v
+
+
+def count_text(count):
+    """A count (of states, say) for an error message: exact below 1e15, else its order
+    of magnitude; ``math.inf`` (what :func:`qtheory.exact_state_space_size` returns
+    beyond 2^4096) as "more than 10^1233"."""
+    if count == math.inf:
+        return "more than 10^1233"
+    if count < 10**15:
+        return f"{count:,}"
+    return f"about 10^{math.log10(count):.1f}"

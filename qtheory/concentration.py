@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _invariant as _inv
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
-    check_seed
+    check_seed, check_size, count_text, real_array
 from .exact import exact_state_space_size, exact_stationary
 from .simulation import sample_path, simulate
 from .statistics import batch_means, correlation_threshold
@@ -62,11 +62,11 @@ def fit_power_law(n, y):
     Raises
     ------
     ValueError
-        If the arrays differ in shape, hold fewer than two distinct N, or non-positive or
-        non-finite values.
+        If the arrays differ in shape, hold anything but real numbers (strings, bools,
+        complex), fewer than two distinct N, or non-positive or non-finite values.
     """
-    n = np.asarray(n, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
+    n = real_array(n, "n")
+    y = real_array(y, "y")
     if n.shape != y.shape or n.ndim != 1:
         raise ValueError("n and y must be 1-D arrays of the same shape")
     if np.unique(n).size < 2:
@@ -128,18 +128,27 @@ def auto_max_queue(n_stations, lam, p, *, boundary_target=1e-8, start=30,
         if exact_state_space_size(n, k_low) > max_states:
             raise ValueError(
                 f"n_stations={n} needs max_queue of at least about {k_low} for boundary "
-                f"mass below {target:g}: {exact_state_space_size(n, k_low)} states > "
+                f"mass below {target:g}: "
+                f"{count_text(exact_state_space_size(n, k_low))} states > "
                 f"max_states={max_states}")
         K = max(K, k_low)  # below k_low the law of M is not yet geometric
-    # start no higher than the state budget allows
-    while K > 2 and exact_state_space_size(n, K) > max_states:
-        K -= 1
+    # start no higher than the state budget allows: the largest K <= start within it
+    # (the size grows with K; bisection, so that a huge start costs no long loop)
+    if K > 2 and exact_state_space_size(n, K) > max_states:
+        lo, hi = 2, K
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if exact_state_space_size(n, mid) > max_states:
+                hi = mid
+            else:
+                lo = mid
+        K = lo
     for _ in range(5):
         if exact_state_space_size(n, K) > max_states:
             raise ValueError(
                 f"n_stations={n} needs max_queue >= {K} for boundary mass below "
-                f"{target:g}: {exact_state_space_size(n, K)} states > max_states="
-                f"{max_states}")
+                f"{target:g}: {count_text(exact_state_space_size(n, K))} states > "
+                f"max_states={max_states}")
         # the boundary mass is checked against `target` here, so no TruncationWarning
         r = exact_stationary(n, lam, p, max_queue=K, memory_limit=memory_limit,
                              truncation_tol=1.0)
@@ -241,7 +250,9 @@ class ConcentrationResult:
             For an unknown quantity, or fewer than two usable rows (positive values).
         """
         names = ("distance", "bias", "spill", "mean_excess", "mean_queue_length")
-        if quantity not in names:
+        n_min = check_real(n_min, "n_min", low=0.0)
+        n_max = check_real(n_max, "n_max", low=0.0)
+        if not isinstance(quantity, str) or quantity not in names:
             raise ValueError(f"quantity must be one of {names}, got {quantity!r}")
         y = np.asarray(getattr(self, quantity), dtype=np.float64)
         n = self.n_stations.astype(np.float64)
@@ -324,14 +335,14 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     boundary_target : float
         Truncation boundary mass required of exact rows, in (0, 1).
     events_per_run : float
-        Uniformized events per simulation run (>= 1e4); about 1.5e8 events take one
-        second on the reference machine.
+        Uniformized events per simulation run, in ``[1e4, 1e12]`` (the simulator's limit
+        for one call); about 1.5e8 events take one second on the reference machine.
     warmup_fraction : float
         Fraction of each run discarded, in [0, 1).
     n_batches : int
-        Batches for the intervals, >= 2.
+        Batches for the intervals, in ``[2, 1e4]``.
     n_snapshots : int
-        Snapshots per run for the distance, a multiple of ``n_batches``.
+        Snapshots per run for the distance, a multiple of ``n_batches``, at most 1e5.
     seed : None, int or numpy.random.SeedSequence
         Row k uses the k-th child of the seed sequence; the same seed gives the same
         result.
@@ -362,17 +373,26 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     progress = check_flag(progress, "progress")
     lam = check_lam(lam)
     p = check_p(p)
-    n_list = np.atleast_1d(np.asarray(n_values))
-    if n_list.ndim != 1 or n_list.size == 0:
+    # the entries as given (np.asarray would turn [True, 2] into [1, 2])
+    if isinstance(n_values, np.ndarray):
+        if n_values.ndim > 1:
+            raise ValueError("n_values must be a non-empty 1-D sequence of integers >= 1")
+        entries = list(np.atleast_1d(n_values))
+    elif isinstance(n_values, (list, tuple, range)):
+        entries = list(n_values)
+    else:
+        entries = [n_values]
+    if not entries:
         raise ValueError("n_values must be a non-empty 1-D sequence of integers >= 1")
-    n_list = np.array([check_positive_int(int(v) if isinstance(v, np.integer) else v,
-                                          "n_values") for v in n_list], dtype=np.int64)
+    n_list = np.array([check_positive_int(v, "n_values") for v in entries], dtype=np.int64)
     exact_max_states = check_positive_int(exact_max_states, "exact_max_states")
-    events = check_real(events_per_run, "events_per_run", low=1e4)
+    events = check_real(events_per_run, "events_per_run", low=1e4, high=1e12)
     wf = check_real(warmup_fraction, "warmup_fraction", low=0.0, high=1.0,
                     high_open=True)
-    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
-    n_snapshots = check_positive_int(n_snapshots, "n_snapshots", minimum=2)
+    n_batches = check_size(n_batches, "n_batches", minimum=2, maximum=10_000,
+                           what="each batch is a row of every simulated result")
+    n_snapshots = check_size(n_snapshots, "n_snapshots", minimum=2, maximum=100_000,
+                             what="each snapshot is a row of a sample path")
     if n_snapshots % n_batches:
         raise ValueError(f"n_snapshots must be a multiple of n_batches={n_batches}, got "
                          f"{n_snapshots}")

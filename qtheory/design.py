@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_real
+from ._validation import check_lam, check_p, check_real, real_array
 
 __all__ = [
     "DesignPoint",
@@ -150,8 +150,9 @@ def littles_law_sojourn_time(mean_queue, lam):
     Parameters
     ----------
     mean_queue : float or array_like of float
-        Mean number of jobs per station, ``>= 0`` (any shape; e.g. an estimate and the
-        two ends of its confidence interval).
+        Mean number of jobs per station, finite and ``>= 0`` (any shape; e.g. an
+        estimate and the two ends of its confidence interval).  Real numbers only: a
+        string such as ``"3"`` or a bool is refused, not read as a number.
     lam : float
         Arrival rate per station, ``0 < lam < 1``.
 
@@ -163,20 +164,19 @@ def littles_law_sojourn_time(mean_queue, lam):
     Raises
     ------
     ValueError
-        If ``lam`` is not in ``(0, 1)`` or ``mean_queue`` has a negative, NaN or
-        non-real entry.
+        If ``lam`` is not in ``(0, 1)`` or ``mean_queue`` has a negative, NaN, infinite
+        or non-real entry (str, bool, complex, None).
 
     References
     ----------
     Little (1961).
     """
     lam = _check_positive_lam(lam)
-    try:
-        q = np.asarray(mean_queue, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("mean_queue must be a real number or an array of them") from None
-    if np.any(np.isnan(q)) or np.any(q < 0):
-        raise ValueError("mean_queue must be non-negative (no NaN)")
+    q = real_array(mean_queue, "mean_queue")  # no str ('3'), bool (True), complex, None
+    if not np.all(np.isfinite(q)) or np.any(q < 0):
+        bad = q.ravel()[~(np.isfinite(q.ravel()) & (q.ravel() >= 0))][0]
+        raise ValueError(f"mean_queue must be finite and non-negative (no NaN or inf), "
+                         f"got {float(bad)!r}")
     w = q / lam
     return float(w) if w.ndim == 0 else w
 

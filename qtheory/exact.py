@@ -52,6 +52,7 @@ preconditioned projection methods for :math:`\pi Q = 0`).
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ import scipy.sparse.linalg as spla
 
 from . import _exact_kernels as _k
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
-    check_s0
+    check_s0, check_size, count_text
 
 __all__ = [
     "ExactResult",
@@ -74,7 +75,28 @@ __all__ = [
 
 # Largest state space solved by a sparse direct factorisation under method="auto".
 _DIRECT_LIMIT = 5_000
+# Largest state space exact_stationary builds, whatever memory_limit says: ranks and
+# generator indices are int64 in the compiled kernels; far beyond any memory anyway.
+_MAX_STATES = 2**40
+# Largest GMRES iteration count: with a tolerance that cannot be met, the solve runs
+# until maxiter; 1e5 iterations are hours on the largest chains, not years.
+_MAX_ITER = 100_000
 _RESTART = 60
+
+
+# Counts up to this many bits are returned as exact integers (math.comb is then a
+# matter of microseconds to milliseconds); larger ones, far beyond any solvable chain,
+# as math.inf, so that no call spends minutes writing out a number with a billion digits.
+_EXACT_COUNT_BITS = 4096
+
+
+def _log_comb(n, k):
+    """Natural logarithm of C(n, k), for integers 0 <= k <= n (floating point)."""
+    return math.lgamma(n + 1.0) - math.lgamma(k + 1.0) - math.lgamma(n - k + 1.0)
+
+
+def _gb_text(nbytes):
+    return "more than 1e299 GB" if nbytes == math.inf else f"about {nbytes / 1e9:.3g} GB"
 
 
 def exact_state_space_size(n_stations, max_queue):
@@ -89,9 +111,13 @@ def exact_state_space_size(n_stations, max_queue):
 
     Returns
     -------
-    int
-        The number of multisets of N queue lengths in ``{0, ..., max_queue}`` (an exact
-        Python integer, however large).
+    int or float
+        The number of multisets of N queue lengths in ``{0, ..., max_queue}``: an exact
+        Python integer when it is below :math:`2^{4096}` (about :math:`10^{1233}`);
+        ``math.inf`` beyond, where writing the integer out would take minutes for
+        inputs such as ``(10**9, 10**9)`` and no such chain can be solved.  The answer
+        comes within microseconds for every input (the size of the count is decided
+        from :math:`\log\binom{K+N}{N}` by ``math.lgamma`` first).
 
     Raises
     ------
@@ -100,17 +126,20 @@ def exact_state_space_size(n_stations, max_queue):
     """
     n = check_positive_int(n_stations, "n_stations")
     k = check_positive_int(max_queue, "max_queue")
+    if _log_comb(n + k, n) / math.log(2.0) > _EXACT_COUNT_BITS - 64:
+        return math.inf
     return math.comb(k + n, n)
 
 
 def exact_memory_estimate(n_stations, max_queue):
-    """Peak memory in bytes that :func:`exact_stationary` is estimated to need.
+    r"""Peak memory in bytes that :func:`exact_stationary` is estimated to need.
 
     The estimate counts the stored states (int16), the sparse generator and its transpose
     (8-byte values, 4- or 8-byte indices; at most ``1 + 2 min(N, K + 1)`` entries per
     state), the ILU(0) factor values and the GMRES basis of ``61`` vectors, plus 10% and
     250 MB for the interpreter and its libraries.  Compared with the measured peak
-    resident memory in ``bench/exact_limits.py``.
+    resident memory in ``bench/exact_limits.py``.  Evaluated in floating point from the
+    closed form, so it answers at once for any sizes.
 
     Parameters
     ----------
@@ -121,8 +150,10 @@ def exact_memory_estimate(n_stations, max_queue):
 
     Returns
     -------
-    int
-        Bytes.
+    int or float
+        Bytes, as an integer; ``math.inf`` when the estimate exceeds the range of double
+        precision (about 1.8e308 bytes, e.g. ``(2000, 2000)``, with
+        :math:`\binom{4000}{2000} \approx 10^{1203}` states).
 
     Raises
     ------
@@ -132,13 +163,26 @@ def exact_memory_estimate(n_stations, max_queue):
     n = check_positive_int(n_stations, "n_stations")
     k = check_positive_int(max_queue, "max_queue")
     S = exact_state_space_size(n, k)
+    try:
+        S = float(S)
+    except OverflowError:
+        return math.inf
     E = S * (1 + 2 * min(n, k + 1))
     ib = 4 if E < 2**31 else 8
     states = S * 2 * n
     build = states + S * 16 + 2 * E * (8 + ib) + S * 8
     solve = states + E * (8 + ib) + E * 8 + S * 8 + (_RESTART + 8) * S * 8
     # the interpreter with NumPy, SciPy and numba loaded, and 10% for the allocator
-    return int(1.1 * max(build, solve)) + 250 * 10**6
+    total = 1.1 * max(build, solve) + 250e6
+    return int(total) if math.isfinite(total) else math.inf
+
+
+def _physical_memory():
+    """Bytes of physical memory of this machine, or None where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -310,10 +354,11 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
         :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
         ``N(1 + lam)`` (``0 < tol < 1``).
     maxiter : int
-        Largest number of GMRES iterations.
+        Largest number of GMRES iterations, at most 1e5.
     memory_limit : int or float
         Bytes; if :func:`exact_memory_estimate` exceeds it a ``ValueError`` is raised
-        before anything is built.
+        before anything is built.  ``math.inf`` lifts this limit but not the physical
+        memory of the machine: an estimate beyond it is refused as well.
     progress : bool or None
         Show a tqdm bar over GMRES iterations (on stderr in scripts, a widget in
         notebooks).  ``None`` (default): when the state space has more than 200,000
@@ -337,8 +382,9 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     ValueError
         If ``n_stations`` or ``max_queue`` is not an integer >= 1, ``lam`` is outside
         ``[0, 1)``, ``p`` outside ``[0, 1]``, ``method`` unknown, ``tol`` not in
-        ``(0, 1)``; or if the estimated memory exceeds ``memory_limit`` (the message
-        gives the number of states and the estimate), or ``max_queue > 32767``.
+        ``(0, 1)``; or if the estimated memory exceeds ``memory_limit`` or the machine's
+        physical memory (the message gives the number of states and the estimate), or
+        ``max_queue > 32767``.
     RuntimeError
         If GMRES does not reach ``tol`` within ``maxiter`` iterations (never a silent
         unconverged answer).
@@ -377,18 +423,28 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     if method not in ("auto", "direct", "gmres"):
         raise ValueError(f"method must be 'auto', 'direct' or 'gmres', got {method!r}")
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
-    maxiter = check_positive_int(maxiter, "maxiter")
+    maxiter = check_size(maxiter, "maxiter", minimum=1, maximum=_MAX_ITER,
+                         what="each GMRES iteration costs a pass over the generator")
     memory_limit = check_real(memory_limit, "memory_limit", low=0.0, low_open=True)
 
-    S = math.comb(K + n, n)
+    S = exact_state_space_size(n, K)
     need = exact_memory_estimate(n, K)
     if need > memory_limit:
         raise ValueError(
-            f"the state space for n_stations={n}, max_queue={K} has {S:.4g} states and "
-            f"needs about {need / 1e9:.3g} GB, more than memory_limit="
+            f"the state space for n_stations={n}, max_queue={K} has {count_text(S)} "
+            f"states and needs {_gb_text(need)}, more than memory_limit="
             f"{memory_limit / 1e9:.3g} GB; lower n_stations or max_queue, or raise "
             "memory_limit"
         )
+    ram = _physical_memory()
+    if S > _MAX_STATES or (ram is not None and need > ram):
+        raise ValueError(
+            f"the state space for n_stations={n}, max_queue={K} has {count_text(S)} "
+            f"states and needs {_gb_text(need)}"
+            + (f", more than this machine's {ram / 1e9:.3g} GB of memory"
+               if ram is not None and need > ram else
+               f", more than the {_MAX_STATES:,} states the solver indexes")
+            + " (whatever memory_limit says); lower n_stations or max_queue")
     if progress is None:
         progress = S > _AUTO_PROGRESS_STATES
     t0 = time.perf_counter()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _invariant as _inv
-from ._validation import check_lam, check_n_stations, check_p, check_seed
+from ._validation import check_lam, check_p, check_seed, check_size, check_times
 from .design import design_point
 from .fluid import fluid_trajectory, l1_distance
 from .invariant import heavy_traffic_scaling, mm1_mean_queue_length
@@ -54,6 +54,10 @@ SMALL_SYSTEM_SEED = 2024
 FLUID_TIMES = np.arange(0.0, 61.0)
 #: Starts of the fluid explorer.
 FLUID_STARTS = ("empty", "all at level k", "invariant + layer")
+#: Highest level k of the fluid explorer's starts.
+FLUID_START_MAX_LEVEL = 100_000
+#: Most points of the design explorer's curve.
+DESIGN_CURVE_MAX = 10_001
 #: Times and seed of the fluid-limit explorer.
 FLUID_LIMIT_TIMES = np.linspace(0.0, 30.0, 61)
 FLUID_LIMIT_SEED = 7
@@ -90,7 +94,8 @@ def small_system_view(n_stations, lam, p, *, times=SMALL_SYSTEM_TIMES,
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     times : array_like of float, shape (m,), optional
-        Observation times in mean service times (default 0, 1, ..., 40).
+        Observation times in mean service times (default 0, 1, ..., 40): real, finite,
+        non-negative, non-decreasing (complex numbers, bools and strings are refused).
     seed : int >= 0, optional
         Seed of the sample path (default 2024).
 
@@ -109,7 +114,7 @@ def small_system_view(n_stations, lam, p, *, times=SMALL_SYSTEM_TIMES,
     ----------
     Tsitsiklis and Xu (2012), Section 2 (the model).
     """
-    times = np.asarray(times, dtype=float)
+    times = check_times(times)
     _, queues = sample_path(n_stations, lam, p, times, seed=seed, per_station=True)
     return {"times": times, "queues": queues}
 
@@ -126,8 +131,8 @@ def fluid_start(lam, p, start="empty", k=10):
     start : {"empty", "all at level k", "invariant + layer"}
         The empty system; every station with k jobs; the invariant state with every
         level 1..k raised to at least 1/2.
-    k : int >= 1
-        Level used by the last two starts.
+    k : int
+        Level used by the last two starts, in ``[1, 100000]``.
 
     Returns
     -------
@@ -137,20 +142,27 @@ def fluid_start(lam, p, start="empty", k=10):
     Raises
     ------
     ValueError
-        If ``start`` is not one of the three names, ``k < 1``, or ``lam``/``p`` is out
-        of range.
+        If ``start`` is not one of the three names, ``k`` is not an integer in
+        ``[1, 100000]``, or ``lam``/``p`` is out of range.
 
     References
     ----------
     Tsitsiklis and Xu (2012), Section 3 (fluid model, initial conditions).
     """
     lam, p = check_lam(lam), check_p(p)
-    k = check_n_stations(k, "k")
+    k = _check_start_level(k)
     return _fluid_start(lam, p, start, k)
 
 
+def _check_start_level(k):
+    return check_size(k, "k", minimum=1, maximum=FLUID_START_MAX_LEVEL,
+                      what="the start holds k + 1 levels and the fluid solver follows each")
+
+
 def _fluid_start(lam, p, start, k):
-    """fluid_start for validated lam, p and k."""
+    """fluid_start for validated lam, p and k (``start`` is checked here)."""
+    if not isinstance(start, str):
+        raise ValueError(f"start: one of {FLUID_STARTS}, got {start!r}")
     if start == "empty":
         return np.array([1.0])
     if start == "all at level k":
@@ -176,7 +188,8 @@ def fluid_view(lam, p, start="empty", k=10, times=FLUID_TIMES):
     start, k
         As :func:`fluid_start`.
     times : array_like of float, shape (m,), optional
-        Times in mean service times (default 0, 1, ..., 60).
+        Times in mean service times (default 0, 1, ..., 60), checked as in
+        :func:`qtheory.fluid_trajectory` (no complex numbers, bools or strings).
 
     Returns
     -------
@@ -196,8 +209,8 @@ def fluid_view(lam, p, start="empty", k=10, times=FLUID_TIMES):
     Tsitsiklis and Xu (2012), Sections 3 and 5.
     """
     lam, p = check_lam(lam), check_p(p)
-    k = check_n_stations(k, "k")
-    times = np.asarray(times, dtype=float)
+    k = _check_start_level(k)
+    times = check_times(times)
     s = fluid_trajectory(lam, p, times, _fluid_start(lam, p, start, k))
     inv = _inv.invariant_state(lam, p) if p > 0 else None
     return {"times": times, "s": s, "mean": s[:, 1:].sum(axis=1), "invariant": inv,
@@ -252,7 +265,7 @@ def design_view(lam, target, n_curve=101):
         Target mean number of jobs per station, ``> 0``.
     n_curve : int, optional
         Number of points of the curve :math:`p \mapsto v^I_1(\lambda, p)` on
-        ``[0, lam]`` (default 101).
+        ``[0, lam]``, an integer in ``[2, 10001]`` (default 101).
 
     Returns
     -------
@@ -263,7 +276,8 @@ def design_view(lam, target, n_curve=101):
     Raises
     ------
     ValueError
-        As :func:`qtheory.design_point`.
+        As :func:`qtheory.design_point`; or if ``n_curve`` is not an integer in
+        ``[2, 10001]``.
 
     References
     ----------
@@ -271,6 +285,8 @@ def design_view(lam, target, n_curve=101):
     """
     point = design_point(lam, target)
     lam = point.lam
+    n_curve = check_size(n_curve, "n_curve", minimum=2, maximum=DESIGN_CURVE_MAX,
+                         what="each point of the curve is one invariant-state mean")
     ps = np.linspace(0.0, lam, n_curve)
     return {"point": point, "p": ps,
             "mean": np.array([_inv.mean_queue_length(lam, q) for q in ps])}
@@ -289,7 +305,8 @@ def fluid_limit_view(n_stations, lam, p, *, times=FLUID_LIMIT_TIMES,
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     times : array_like of float, shape (m,), optional
-        Times in mean service times (default 61 points on [0, 30]).
+        Times in mean service times (default 61 points on [0, 30]); real, finite,
+        non-negative, non-decreasing.
     seed : int >= 0, optional
         Seed of the sample path (default 7).
 
@@ -311,7 +328,7 @@ def fluid_limit_view(n_stations, lam, p, *, times=FLUID_LIMIT_TIMES,
     Tsitsiklis and Xu (2012), Theorem 1 (the fluid limit).
     """
     check_seed(seed)
-    times = np.asarray(times, dtype=float)
+    times = check_times(times)
     path = sample_path(n_stations, lam, p, times, seed=seed)
     fluid = fluid_trajectory(lam, p, times)
     return {"times": times, "path": path, "fluid": fluid,
@@ -365,6 +382,27 @@ class Control:
     texts: tuple
     default: int
     keyed: bool = True
+
+
+def _grid_index(control, value):
+    """Index of ``value`` on a control's grid, or a ValueError listing the grid."""
+    c = control
+    ok = not isinstance(value, (bool, np.bool_))
+    if ok:
+        for i, v in enumerate(c.values):
+            if isinstance(v, str) or isinstance(value, str):
+                if isinstance(v, str) and isinstance(value, str) and v == value:
+                    return i
+                continue
+            try:
+                x = float(value)
+            except (TypeError, ValueError, OverflowError):
+                break
+            if x == v or abs(x - v) <= 1e-9 * max(abs(x), abs(v)):
+                return i
+    shown = ", ".join(c.texts[:12]) + (", ..." if len(c.texts) > 12 else "")
+    raise ValueError(f"{c.name}={value!r} is not on the explorer's grid for {c.name}: "
+                     f"{shown}")
 
 
 def _control(name, label, values, default, fmt="{:g}", keyed=True):
@@ -424,11 +462,43 @@ class Explorer:
                 f"HTML book; in a notebook, call its view function (qtheory.explorers)>")
 
     def record(self, **settings):
-        """The stored record of a setting of the keyed controls (values on the grid)."""
-        idx = []
-        for c in self.controls:
-            if c.keyed:
-                idx.append(str(c.values.index(settings[c.name])))
+        """The stored record of a setting of the keyed controls (values on the grid).
+
+        Parameters
+        ----------
+        **settings
+            One value per keyed control (``name=value``), each a value of its grid
+            (floats match to a relative 1e-9, so ``0.1 + 0.2`` finds ``0.3``).  Controls
+            that are not keyed (they move inside a record, e.g. time) may be given as
+            well; they must be on their grid and do not change the record.
+
+        Returns
+        -------
+        dict
+            The record the page draws for that setting.
+
+        Raises
+        ------
+        ValueError
+            If a keyed control is missing, a name is not a control of this explorer, or
+            a value is not on its grid (the message lists the grid).
+        """
+        keyed = [c for c in self.controls if c.keyed]
+        names = [c.name for c in keyed]
+        loose = {c.name: c for c in self.controls if not c.keyed}
+        unknown = [k for k in settings if k not in names and k not in loose]
+        if unknown:
+            raise ValueError(f"Explorer {self.name!r}.record: {unknown} are not controls "
+                             f"of this explorer; its controls are "
+                             f"{[c.name for c in self.controls]}")
+        for k in settings:
+            if k in loose:  # moves inside the record: checked, not needed for the lookup
+                _grid_index(loose[k], settings[k])
+        missing = [n for n in names if n not in settings]
+        if missing:
+            raise ValueError(f"Explorer {self.name!r}.record needs a value for every keyed "
+                             f"control: missing {missing} (keyed controls: {names})")
+        idx = [str(_grid_index(c, settings[c.name])) for c in keyed]
         return self.records[",".join(idx)]
 
     def to_json(self):
@@ -673,6 +743,7 @@ def explorer(name):
     ----------
     Tsitsiklis and Xu (2012); the view functions of this module.
     """
-    if name not in _BUILDERS:
-        raise ValueError(f"name: one of {EXPLORER_NAMES}, got {name!r}")
+    if not isinstance(name, str) or name not in _BUILDERS:
+        raise ValueError(f"name must be one of {EXPLORER_NAMES} (a string), got "
+                         f"{type(name).__name__} {name!r}")
     return _BUILDERS[name]()

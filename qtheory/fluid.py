@@ -50,8 +50,8 @@ import numpy as np
 from . import _invariant as _inv
 from . import _linear_noise as _ln
 from ._fluid_kernels import fluid_run
-from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
-    check_s0, check_times, real_array
+from ._validation import check_flag, check_lam, check_p, check_real, check_s0, check_size, \
+    check_times, real_array
 
 __all__ = [
     "fluid_drift",
@@ -168,7 +168,9 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True, sliding=True):
     Raises
     ------
     ValueError
-        If ``lam``, ``p`` or ``coords`` are invalid, if ``s`` is not a finite 1-D array,
+        If ``lam``, ``p`` or ``coords`` are invalid, ``validate`` or ``sliding`` is not
+        True or False (a string such as ``"no"`` is refused), if ``s`` is not a finite
+        1-D array,
         or (with ``validate=True``) if it is not a state or a new level would open
         beyond the array (append a zero).
 
@@ -186,7 +188,9 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True, sliding=True):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    if coords not in ("s", "v"):
+    validate = check_flag(validate, "validate")
+    sliding = check_flag(sliding, "sliding")
+    if not isinstance(coords, str) or coords not in ("s", "v"):
         raise ValueError(f"coords must be 's' or 'v', got {coords!r}")
     a = _as_state(s, "s" if coords == "s" else "v", validate)
     if coords == "s":
@@ -212,8 +216,16 @@ def fluid_drift(s, lam, p, *, coords="s", validate=True, sliding=True):
 
 # ------------------------------------------------------------------------- solver
 
-def _solve(lam, p, x0, times, theta, nsub, L_fixed):
-    """One run of the kernel. Returns (out, kmax, leak)."""
+def _solve(lam, p, x0, times, theta, nsub, L_fixed, *, guess=None, slice_work=None,
+           max_levels=None):
+    """One run of the kernel. Returns (out, kmax, leak).
+
+    ``guess``: levels to allocate at first (default from the invariant state); the arrays
+    grow when more open.  ``slice_work``: if given, each compiled call covers at most that
+    many level-time units (levels times time), so that Python sees Ctrl-C between calls;
+    the state and the active top level carry over unchanged from one call to the next.
+    ``max_levels``: a ValueError if the solution opens more levels than that.
+    """
     m = times.size
     K = x0.size - 1
     blocked = L_fixed is not None
@@ -221,10 +233,12 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
         cap = L_fixed
         K = L_fixed
     else:
-        guess = K
-        if lam > p:
-            guess = max(guess, _inv.invariant_state(lam, p).size - 1)
-        cap = 2 * guess + 16
+        if guess is None:
+            guess = K
+            if lam > p:
+                guess = max(guess, _inv.top_level(lam, p))
+            guess = 2 * guess
+        cap = max(K, int(guess)) + 16
     x = np.zeros(cap + 1)
     x[: x0.size] = x0
     out = np.zeros((m, cap + 1))
@@ -236,16 +250,42 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
     kmax = 0
     leak = 0.0
     max_events = 1_000_000
+    tt = times.copy()  # the slice end is written into tt[k] while a slice runs
+    t_last = float(times[-1])
     while True:
+        k = m
+        if slice_work is not None and j < m:
+            # the arrays' width bounds the levels the slice can use (the active top
+            # level may grow from 0 to the guess within one slice)
+            t_stop = t + max(float(slice_work) / (cap + 1), 1e-3)
+            if t_stop < t_last:
+                k = int(np.searchsorted(times, t_stop, side="right"))
+                if k < m:
+                    tt[k] = t_stop  # a scratch row: overwritten when t reaches times[k]
+        run_times = tt[: k + 1] if k < m else tt
         status, K, t, j, events, km, leak = fluid_run(
-            float(lam), float(p), x, int(K), float(t), times, int(j), out, bool(blocked),
-            float(theta), int(nsub), _TINY, int(max_events), int(events), C, stack,
-            float(leak))
+            float(lam), float(p), x, int(K), float(t), run_times, int(j), out,
+            bool(blocked), float(theta), int(nsub), _TINY, int(max_events), int(events),
+            C, stack, float(leak))
         kmax = max(kmax, km)
+        if k < m:
+            # row k held the state at the slice end only: clear it (it is written again,
+            # up to the active top level of that time, when t reaches times[k])
+            tt[k] = times[k]
+            out[k, :] = 0.0
+            if status == 0:
+                j = k
+                events = 0
+                continue
         if status == 0:
             return out[:, : kmax + 1], kmax, leak
         if status == 1:
             new = 2 * cap
+            if max_levels is not None and cap >= max_levels:
+                raise ValueError(
+                    f"fluid_trajectory: the solution at lam={lam!r}, p={p!r} opens more "
+                    f"than {max_levels:,} levels before t = {t:g}; use shorter times or "
+                    f"an s0 with fewer levels")
             x = np.concatenate([x, np.zeros(new - cap)])
             out = np.concatenate([out, np.zeros((m, new - cap))], axis=1)
             C = np.zeros((_NTERMS + 1, new + 2))
@@ -266,7 +306,7 @@ def _solve(lam, p, x0, times, theta, nsub, L_fixed):
 # so that Ctrl-C is honoured within about a second.
 _P0_MAX_LEVELS = 200_000
 _P0_MAX_WORK = 2e9
-_P0_SLICE = 2e6
+_P0_SLICE = 5e5
 
 
 def _p0_levels(lam, x0, t_end, tol):
@@ -347,6 +387,55 @@ def _pad(a, width):
 
 # Longest horizon fluid_trajectory accepts, in mean service times.
 _MAX_TIME = 1e6
+# p > 0: largest number of levels and largest work (levels x horizon, one solve) that
+# fluid_trajectory accepts, as for p = 0; each compiled call covers at most _SLICE_WORK
+# level-time units (a fraction of a second) so that Ctrl-C is honoured at once.
+_MAX_LEVELS = 200_000
+_MAX_WORK = 2e9
+_SLICE_WORK = 5e5
+# Largest result, in numbers (times x levels): 400 MB.
+_MAX_OUTPUT = 5e7
+
+
+def _arrival_levels(lam, p, t_end):
+    """For p > 0: how many levels above the initial top level can open by t_end.
+
+    Level k + 1 opens only when lam s_k > p.  A station's queue never exceeds its initial
+    length plus its arrivals, a Poisson(lam t) number A(t), so s_{k0 + j}(t) <=
+    P(A(t) >= j) <= exp(-m + j - j log(j/m)) (Chernoff, m = lam t, j > m).  Levels above
+    k0 + j stay closed once that bound is at most p/lam; this returns that j (+ 1).
+    """
+    m = lam * t_end
+    if lam <= p or m <= 0.0:
+        return 1
+    target = math.log(p / lam)  # < 0
+
+    def bound(j):
+        return -m + j - j * math.log(j / m)
+
+    lo, hi = m, max(2.0 * m, m + 1.0)  # bound(m) = 0 > target; bound decreases above m
+    while bound(hi) > target:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 0.5:
+        mid = 0.5 * (lo + hi)
+        if bound(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return int(math.ceil(hi)) + 1
+
+
+def _levels_bound(lam, p, x0, t_end):
+    """Levels a p > 0 solution from x0 can occupy up to t_end (without building a state).
+
+    Two bounds: the fluid stays below the shifted invariant state (every level up to the
+    top k0 of x0 full, then s^I), whose top level is k0 + i*; and levels open only where
+    arrivals can reach by t_end (:func:`_arrival_levels`).  Plus 2 for the level that is
+    opening and the array's end.
+    """
+    k0 = x0.size - 1
+    istar = _inv.top_level(lam, p)
+    return k0 + 2 + min(istar, _arrival_levels(lam, p, t_end))
 
 
 def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
@@ -369,8 +458,14 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     tol : float, optional
         Accuracy target for the l1 distance (over levels) at every output time, in
         ``[1e-14, 1e-3]``.  For ``p > 0`` the solver is exact up to rounding (errors
-        of order 1e-14 at ``t = 1e4``) whatever ``tol``; ``tol`` is what ``check``
-        holds it to.  For ``p = 0`` it also sets the truncation level.
+        of order 1e-14 at ``t = 1e4`` for ``lam = 0.99, p = 0.05``) whatever ``tol``;
+        ``tol`` is what ``check`` holds it to.  For ``p = 0`` it also sets the
+        truncation level.  Rounding sets a floor: each step adds a few rounding units
+        per level, and the dynamics damps them only over the relaxation time
+        ``1/relaxation_rate(lam, p)``, so with ``lam`` very close to 1 and a long
+        horizon the error grows with the number of steps (``lam = 1 - 1e-12, p = 0.5``:
+        about 1e-10 at ``t = 1e6``, over 1.5e6 steps); a ``tol`` below that floor is
+        refused (see Raises).
     check : bool, optional
         If True (default), solve a second time with half the step, twice the event
         sampling (and, for ``p = 0``, twice the truncation level), and raise if the
@@ -389,14 +484,25 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     ------
     ValueError
         For ``lam`` outside ``[0, 1)``, ``p`` outside ``[0, 1]``, invalid ``times``
-        (NaN, infinite, negative, decreasing, empty) or ``s0`` (not finite, entries
-        outside [0, 1], not non-increasing, ``s0[0] != 1``), or ``tol`` out of range;
-        for ``p = 0`` also when the truncation needs more than 200,000 levels or the
-        work (levels times horizon) exceeds 2e9 (``lam`` very close to 1 with long
-        times), rather than running for hours.
+        (NaN, infinite, negative, decreasing, empty, not real numbers) or ``s0`` (not
+        finite, entries outside [0, 1], not non-increasing, ``s0[0] != 1``), or
+        ``tol`` out of range.  Before any solving, when the solution needs more than
+        200,000 levels or the work (levels times horizon) exceeds 2e9 level-time units
+        (minutes of computing), rather than running for hours: for ``p = 0`` with
+        ``lam`` very close to 1 and long times (the truncation level), for ``p > 0``
+        with tiny ``p`` and ``lam`` close to 1 (``lam = 0.999, p = 1e-6`` has a top
+        level of 6911: times up to about 2.9e5), or an ``s0`` with very many levels;
+        the number of levels is bounded without building any state (the initial top
+        level plus the least of the invariant top level and the levels arrivals can
+        reach by then).  Also when the result would hold more than 5e7 numbers
+        (``times`` entries times levels).  With ``check=True``, when the two solves
+        differ by more than ``tol`` by no more than rounding explains: ``tol`` is then
+        below the rounding floor (``lam`` close to 1 with a long horizon, see ``tol``),
+        and the message names ``lam``, ``p``, the horizon and the ``tol`` that holds.
     RuntimeError
-        If the result breaks the invariants, if the two solves of ``check`` disagree,
-        or if the solver meets an inconsistency; never a silent wrong number.
+        If the result breaks the invariants, if the two solves of ``check`` disagree by
+        more than rounding can explain, or if the solver meets an inconsistency; never
+        a silent wrong number.
 
     Notes
     -----
@@ -404,7 +510,9 @@ def fluid_trajectory(lam, p, times, s0=None, *, tol=1e-10, check=True):
     each regime (fixed active top level), with the regime switches located to machine
     precision.  Cost is proportional to ``max(times) * levels`` with a small constant:
     ``lam = 0.99, p = 0.05`` to ``t = 1e4`` takes a few hundredths of a second per
-    solve (``bench/fluid_speed.py``).
+    solve (``bench/fluid_speed.py``).  The compiled solver runs in slices of at most
+    5e5 level-time units, a fraction of a second each, so that Ctrl-C (which compiled
+    code does not see) interrupts a long solve between two slices.
 
     References
     ----------
@@ -433,22 +541,44 @@ def _fluid_trajectory(lam, p, t, x0, tol, check):
     if t[-1] > _MAX_TIME:
         raise ValueError(f"times must lie in [0, {_MAX_TIME:.0e}] mean service times (the "
                          f"cost grows linearly with the horizon), got {t[-1]:g}")
+    t_end = float(t[-1])
     if p == 0.0:
-        need = _p0_levels(lam, x0, float(t[-1]), tol)
-        if need > _P0_MAX_LEVELS or need * float(t[-1]) > _P0_MAX_WORK:
+        need = _p0_levels(lam, x0, t_end, tol)
+        if need > _P0_MAX_LEVELS or need * t_end > _P0_MAX_WORK:
             raise ValueError(
                 f"at p = 0 each station is an M/M/1 queue with infinitely many levels; "
-                f"lam={lam!r} with times up to {float(t[-1]):g} needs about {need:.3g} "
-                f"levels (limit {_P0_MAX_LEVELS:,}) and {need * float(t[-1]):.3g} "
+                f"lam={lam!r} with times up to {t_end:g} needs about {need:.3g} "
+                f"levels (limit {_P0_MAX_LEVELS:,}) and {need * t_end:.3g} "
                 f"level-time units of work (limit {_P0_MAX_WORK:.0e}); use a smaller "
                 f"lam, shorter times or a larger tol (the fluid mean is "
                 f"lam/(1 - lam) = {lam / (1.0 - lam):.6g} at equilibrium)")
+    else:
+        need = _levels_bound(lam, p, x0, t_end)
+        if need > _MAX_LEVELS or need * t_end > _MAX_WORK:
+            k0 = x0.size - 1
+            where = (f"the {k0:,} levels of s0 plus up to " if k0 else "up to ")
+            t_ok = _MAX_WORK / need
+            raise ValueError(
+                f"fluid_trajectory at lam={lam!r}, p={p!r} with times up to {t_end:g} "
+                f"needs about {need:.3g} levels ({where}"
+                f"{need - k0 - 2:,} that can open: the invariant state has "
+                f"{_inv.top_level(lam, p):,}) and {need * t_end:.3g} level-time "
+                f"units of work; the limits are {_MAX_LEVELS:,} levels and "
+                f"{_MAX_WORK:.0e} units (minutes of computing). Use shorter times (up "
+                f"to about {t_ok:.3g} here), fewer levels in s0, a smaller lam or a "
+                f"larger p")
+    if t.size * (need + 1) > _MAX_OUTPUT:
+        raise ValueError(
+            f"times has {t.size:,} entries and the solution about {need + 1:,} levels: "
+            f"the result would hold {t.size * (need + 1):.3g} numbers, more than "
+            f"{_MAX_OUTPUT:.0e} ({8 * _MAX_OUTPUT / 1e6:.0f} MB); use fewer times")
 
     def run(theta, nsub, level_factor):
         if p == 0.0:
             out, L = _solve_p0(lam, x0, t, theta, nsub, tol, 16 * level_factor)
             return out
-        out, _, _ = _solve(lam, p, x0, t, theta, nsub, None)
+        out, _, _ = _solve(lam, p, x0, t, theta, nsub, None, guess=need,
+                           slice_work=_SLICE_WORK, max_levels=_MAX_LEVELS)
         return out
 
     out = _check_invariants(run(_THETA, _NSUB, 1), lam, p)
@@ -457,10 +587,33 @@ def _fluid_trajectory(lam, p, t, x0, tol, check):
         w = max(out.shape[1], ref.shape[1])
         diff = np.abs(_pad(out, w) - _pad(ref, w)).sum(axis=1).max()
         if not diff <= tol:
+            steps, damp, floor = _rounding_floor(lam, p, w - 1, t_end)
+            if diff <= floor:
+                raise ValueError(
+                    f"fluid_trajectory: tol={tol:g} cannot be met at lam={lam!r}, "
+                    f"p={p!r} with times up to {t_end:g}: two solves with different "
+                    f"step sizes differ by {diff:.3g}, the rounding error of about "
+                    f"{steps:.3g} steps on {w - 1} levels, which the dynamics damps only "
+                    f"over {damp:.3g} time units (1/relaxation_rate; lam close to 1 "
+                    f"relaxes slowly). Valid here: tol >= {2 * diff:.1e} (or check=False), "
+                    f"or shorter times, or lam farther from 1")
             raise RuntimeError(
                 f"fluid_trajectory: two step sizes disagree by {diff:.3g} > tol={tol:g} "
-                f"(lam={lam!r}, p={p!r}); please report it")
+                f"(lam={lam!r}, p={p!r}), more than rounding explains; please report it")
     return out
+
+
+def _rounding_floor(lam, p, levels, t_end):
+    """How far two correct solves may differ by rounding alone: (steps, damping time,
+    bound).  Each step adds a few rounding units per level; the errors add up over the
+    steps until the dynamics damps them, at the relaxation rate mu (l1 contraction).  The
+    bound is 64 rounding units per level and step, over min(steps, 1/(mu h)) steps."""
+    h = _THETA / max(2.0 * (lam + 1.0 - p), 1.0)
+    steps = t_end / h + 1.0
+    mu = _ln.relaxation_rate(lam, p)
+    damp = 1.0 / mu if mu > 0.0 else math.inf
+    n = min(steps, damp / h + 1.0)
+    return steps, damp, 64.0 * (levels + 1) * np.finfo(float).eps * n
 
 
 # ---------------------------------------------------------------- distances, rates
@@ -540,7 +693,11 @@ def relaxation_rate(lam, p):
     :math:`A_{i^*}` is tridiagonal with sub-diagonal :math:`\lambda`, super-diagonal
     :math:`1-p`, so it is similar to a symmetric matrix and its spectrum is real; its
     column sums are :math:`\le 0`, so :math:`\|e^{A t}\|_1 \le 1` (the l1 contraction
-    seen in the regime).
+    seen in the regime).  Its largest eigenvalue is the root of a scalar secular
+    equation (see ``qtheory._linear_noise.regime_matrix_eigmax``), solved without building the matrix:
+    the cost and memory do not depend on :math:`i^*` (which is about 6534 at
+    ``p = 1e-300``, ``lam = 0.9``, and unbounded as ``p -> 0``), and a tiny rate (a
+    slowly relaxing invariant state) keeps its relative accuracy.
 
     References
     ----------
@@ -563,11 +720,18 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
     p : float
         Centralization fraction, ``0 < p <= 1``.
     eps : float, optional
-        Radius of the neighbourhood, in l1 distance (jobs per station), ``> 0``.
+        Radius of the neighbourhood, in l1 distance (jobs per station), ``> 0`` and at
+        least the rounding floor of the fluid solution at ``(lam, p)``: about
+        :math:`(i^* + 2)\,u\,(1 + 1/(\mu h))` with :math:`u` the unit roundoff,
+        :math:`\mu` the relaxation rate and :math:`h \approx 1/(1 + \lambda)` the
+        solver's step (1.6e-13 at ``lam = 0.9, p = 0.1``; distances below it are not
+        resolved).
     s0 : array_like, optional
         Initial state (default: empty system), as in :func:`fluid_trajectory`.
     t_max : float, optional
-        Give up after this time (mean service times).
+        Give up after this time (mean service times), in ``(0, 1e9]``.  The march
+        continues past the horizon of a single :func:`fluid_trajectory` call, so every
+        ``t_max`` can be reached.
 
     Returns
     -------
@@ -578,7 +742,13 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
     Raises
     ------
     ValueError
-        If an argument is out of range, or if ``p = 0`` (infinitely many levels).
+        If an argument is out of range, if ``p = 0`` (infinitely many levels), if
+        ``eps`` is below the rounding floor, or if reaching ``eps`` would take longer
+        than ``t_max`` or more work than the fluid solver allows (levels times time up
+        to 2e9): the estimate :math:`\log(d_0/\varepsilon)/\mu` from the initial distance
+        :math:`d_0` and the relaxation rate is in the message (refused when it exceeds
+        four times ``t_max``, or its work the limit; a march that runs four times over
+        the work limit is stopped with the same error).
     RuntimeError
         If the neighbourhood is not reached by ``t_max``.
 
@@ -592,21 +762,61 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
     eps = check_real(eps, "eps", low=0.0, low_open=True)
     t_max = check_real(t_max, "t_max", low=0.0, low_open=True, high=1e9)
     x0 = np.array([1.0]) if s0 is None else check_s0(s0)
+    istar = _inv.top_level(lam, p)
+    if x0.size + istar + 2 > _MAX_LEVELS // 2:
+        raise ValueError(
+            f"time_to_invariant: the invariant state at lam={lam!r}, p={p!r} has {istar:,} "
+            f"levels (with s0: {x0.size + istar:,}), more than the fluid solver follows "
+            f"over long times ({_MAX_LEVELS // 2:,}); use a larger p or a smaller lam")
     target = _inv.invariant_state(lam, p)
-    if l1_distance(x0, target) <= eps:
+    d0 = l1_distance(x0, target)
+    if d0 <= eps:
         return 0.0
+    mu = _ln.relaxation_rate(lam, p)
+    h = _THETA / max(2.0 * (lam + 1.0 - p), 1.0)
+    floor = (istar + 2) * np.finfo(float).eps * (1.0 + (1.0 / (mu * h) if mu > 0 else 0.0))
+    if eps < floor:
+        raise ValueError(
+            f"time_to_invariant: eps={eps:g} is below the rounding floor of the fluid "
+            f"solution at lam={lam!r}, p={p!r}, about {floor:.1e} (rounding errors of "
+            f"{istar + 2} levels, damped at the relaxation rate {mu:.3g}): distances "
+            f"below it are not resolved; use eps >= {floor:.1e}")
+    t_est = math.log(d0 / eps) / mu if math.isfinite(mu) else 0.0
+    levels = x0.size + istar + 2
+    if t_est > 4.0 * t_max or levels * t_est > _MAX_WORK:
+        raise ValueError(
+            f"time_to_invariant: at lam={lam!r}, p={p!r} the distance to the invariant "
+            f"state decays like exp(-mu t) with mu = relaxation_rate = {mu:.3g}, so "
+            f"reaching eps={eps:g} from the initial distance {d0:.3g} takes about "
+            f"log(d0/eps)/mu = {t_est:.3g} time units: "
+            + (f"far beyond t_max={t_max:g}" if t_est > 4.0 * t_max else
+               f"with {levels:,} levels, beyond the fluid solver's work limit "
+               f"({_MAX_WORK:.0e} level-time units)")
+            + "; use a larger eps, a larger t_max, a smaller lam or a larger p")
     # march forward on doubling horizons (the distance to the invariant state never
-    # increases, by the l1 contraction), then refine the bracket from its left end
-    t_now, s_now, span = 0.0, x0, 1.0
+    # increases, by the l1 contraction), then refine the bracket from its left end; each
+    # call stays within fluid_trajectory's horizon and work limits
+    t_now, s_now, span, work = 0.0, x0, 1.0, 0.0
     while True:
+        x_now = check_s0(s_now)  # the last row of a solution, trailing zeros trimmed
+        k_now = x_now.size - 1
+        span = min(span, _MAX_TIME, 0.5 * _MAX_WORK / (k_now + istar + 2))
+        if t_max > t_now:
+            span = min(span, max(t_max - t_now, 1e-9))
+        if work + levels * span > 4.0 * _MAX_WORK:
+            raise ValueError(
+                f"time_to_invariant: not within eps={eps:g} of the invariant state by "
+                f"t = {t_now:g} at lam={lam!r}, p={p!r}, after the fluid solver's work "
+                f"limit (relaxation rate {mu:.3g}); use a larger eps or a smaller t_max")
         grid = np.linspace(0.0, span, 257)
-        sol = _fluid_trajectory(lam, p, grid, check_s0(s_now), 1e-10, False)
+        sol = _fluid_trajectory(lam, p, grid, x_now, 1e-10, False)
         hit = np.flatnonzero(l1_distance(sol, target) <= eps)
         if hit.size:
             k = int(hit[0])
             a, b, sa = t_now + grid[k - 1], t_now + grid[k], sol[k - 1]
             break
         t_now += span
+        work += levels * span
         s_now = sol[-1]
         if t_now >= t_max:
             raise RuntimeError(f"time_to_invariant: not within eps={eps:g} of the "
@@ -674,6 +884,30 @@ class _Budget(Exception):
     pass
 
 
+# naive_fluid_solve: largest sizes it accepts.
+_NAIVE_MAX_LEVELS = 10**6
+_NAIVE_MAX_LEVELS_IMPLICIT = 2_000   # a dense Jacobian of 32 MB, LU in a fraction of a second
+_NAIVE_MAX_EVALUATIONS = 10**6
+_NAIVE_MAX_WORK = 2e9
+
+
+def _check_reference_solvable(lam, p, t_end):
+    """naive_fluid_solve compares with fluid_trajectory at the time reached (<= t_end):
+    refuse, naming t_end, what fluid_trajectory would refuse as times."""
+    x0 = np.array([1.0])
+    if p == 0.0:
+        need = _p0_levels(lam, x0, t_end, 1e-10)
+        ok = need <= _P0_MAX_LEVELS and need * t_end <= _P0_MAX_WORK
+    else:
+        need = _levels_bound(lam, p, x0, t_end)
+        ok = need <= _MAX_LEVELS and need * t_end <= _MAX_WORK
+    if not ok:
+        raise ValueError(
+            f"t_end={t_end:g} at lam={lam!r}, p={p!r} is beyond what the reference "
+            f"solution (fluid_trajectory) computes in bounded time: about {need:.3g} "
+            f"levels for {need * t_end:.3g} level-time units; use a shorter t_end")
+
+
 def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
                       levels=None, max_evaluations=100_000, sliding=True):
     r"""Hand the raw fluid drift to a generic SciPy ODE solver, from the empty system.
@@ -689,16 +923,20 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     t_end : float
-        Horizon, mean service times, ``> 0``.
+        Horizon, mean service times, in ``(0, 1e6]`` (the reference solution
+        :func:`fluid_trajectory` must be computable at the time reached).
     method : {"RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"}
         SciPy ``solve_ivp`` method.
     rtol, atol : float
         Solver tolerances, in (0, 1).
     levels : int, optional
-        Number of levels (default ``2 i* + 10``).
+        Number of levels (default ``2 i* + 10``; 200 for ``p = 0``): at most 1e6, and at
+        most 2000 for the implicit methods Radau, BDF and LSODA, which build a dense
+        ``levels x levels`` Jacobian (1e5 levels would need 80 GB).
     max_evaluations : int
-        Budget of drift evaluations; the solver is stopped when it is used up
-        (deterministic, unlike a wall-clock limit).
+        Budget of drift evaluations, at most 1e6; the solver is stopped when it is used
+        up (deterministic, unlike a wall-clock limit).  ``levels * max_evaluations``
+        must be at most 2e9.
     sliding : bool
         Passed to :func:`fluid_drift`: True hands the solver the fluid drift, False
         the pre-limit drift (the N-system's mean drift read literally).
@@ -710,7 +948,8 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     Raises
     ------
     ValueError
-        If an argument is out of range.
+        If an argument is out of range (``sliding`` must be True or False; the sizes
+        above have ceilings).
 
     References
     ----------
@@ -719,18 +958,35 @@ def naive_fluid_solve(lam, p, t_end, *, method="RK45", rtol=1e-6, atol=1e-9,
     """
     lam = check_lam(lam)
     p = check_p(p)
-    t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=1e9)
+    sliding = check_flag(sliding, "sliding")
+    t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=_MAX_TIME)
     methods = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
-    if method not in methods:
+    if not isinstance(method, str) or method not in methods:
         raise ValueError(f"method must be one of {methods}, got {method!r}")
     rtol = check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True, high_open=True)
     atol = check_real(atol, "atol", low=0.0, high=1.0, low_open=True, high_open=True)
-    max_evaluations = check_positive_int(max_evaluations, "max_evaluations")
+    max_evaluations = check_size(max_evaluations, "max_evaluations", minimum=1,
+                                 maximum=_NAIVE_MAX_EVALUATIONS,
+                                 what="each evaluation costs tens of microseconds")
+    implicit = method in ("Radau", "BDF", "LSODA")
+    cap = _NAIVE_MAX_LEVELS_IMPLICIT if implicit else _NAIVE_MAX_LEVELS
+    why = (f"{method} builds a dense levels x levels Jacobian" if implicit else
+           "each level is one equation of the ODE system")
     if levels is None:
-        levels = 2 * (_inv.invariant_state(lam, p).size - 1) + 10 if p > 0 else 200
-    levels = check_positive_int(levels, "levels")
-    if levels > 10**6:
-        raise ValueError(f"levels must be an integer in [1, 1e6], got {levels}")
+        levels = 2 * _inv.top_level(lam, p) + 10 if p > 0 else 200
+        if levels > cap:
+            raise ValueError(
+                f"the default levels (2 i* + 10 = {levels:,}, i* the top level of the "
+                f"invariant state at lam={lam!r}, p={p!r}) exceed {cap:,} ({why}); "
+                f"pass levels <= {cap:,}")
+    levels = check_size(levels, "levels", minimum=1, maximum=cap, what=why)
+    if levels * max_evaluations > _NAIVE_MAX_WORK:
+        raise ValueError(
+            f"levels x max_evaluations = {levels:,} x {max_evaluations:,} = "
+            f"{levels * max_evaluations:.3g} level-evaluations, more than "
+            f"{_NAIVE_MAX_WORK:.0e} (minutes of NumPy work); lower levels or "
+            f"max_evaluations")
+    _check_reference_solvable(lam, p, t_end)
     count = [0]
     last = [0.0, np.zeros(levels)]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_flag, check_lam, check_n_stations, check_p, check_positive_int, \
-    check_real, check_s0
+    check_real, check_s0, check_size, real_array
 from .fluid import fluid_trajectory, l1_distance
 from .simulation import sample_path
 
@@ -28,6 +28,39 @@ __all__ = ["fluid_limit_distance", "fluid_limit_study", "FluidLimitStudy",
 
 def _grid(t_end, n_times):
     return np.linspace(0.0, t_end, n_times)
+
+
+# Largest time grid: each time is a row of the sample path and of the fluid solution.
+_MAX_TIMES = 100_000
+
+
+def _check_n_times(n_times):
+    return check_size(n_times, "n_times", minimum=2, maximum=_MAX_TIMES,
+                      what="each grid time is a row of the sample path and of the fluid "
+                           "solution")
+
+
+def _check_fluid(fluid, n_times, start):
+    """The fluid solution a caller passes: shape (n_times, L), each row a state, and the
+    first row the sample path's start (else the distance is not the one defined)."""
+    F = real_array(fluid, "fluid")
+    if F.ndim != 2 or F.shape[0] != n_times or F.shape[1] < 1:
+        raise ValueError(f"fluid must be the fluid solution on the grid, an array of "
+                         f"shape (n_times, levels) = ({n_times}, L) with L >= 1, got "
+                         f"shape {F.shape}")
+    if not np.all(np.isfinite(F)):
+        raise ValueError("fluid must be finite (no NaN or inf)")
+    tol = 1e-12
+    if (np.any(F[:, 0] != 1.0) or np.any(F < -tol) or np.any(F > 1.0 + tol)
+            or np.any(np.diff(F, axis=1) > tol)):
+        raise ValueError("every row of fluid must be tail fractions: fluid[:, 0] == 1, "
+                         "entries in [0, 1], non-increasing along the row")
+    gap = l1_distance(F[0], start)
+    if gap > 1e-9:
+        raise ValueError(f"fluid[0] must be the sample path's initial state (s0 rounded "
+                         f"to multiples of 1/N); it is {gap:.3g} away in l1: pass the "
+                         f"fluid solution from that state, or leave fluid out")
+    return F
 
 
 def fluid_limit_distance(n_stations, lam, p, t_end, *, s0=None, seed=None,
@@ -51,9 +84,10 @@ def fluid_limit_distance(n_stations, lam, p, t_end, *, s0=None, seed=None,
     seed : None, int or SeedSequence, optional
         Seed of the sample path.
     n_times : int, optional
-        Number of equally spaced grid times in [0, T] (at least 2).
+        Number of equally spaced grid times in [0, T], in ``[2, 1e5]``.
     fluid : ndarray, optional
-        The fluid solution on that grid, if already computed (shape (n_times, L)).
+        The fluid solution on that grid, if already computed: shape (n_times, L), every
+        row tail fractions, the first row the sample path's initial state (checked).
 
     Returns
     -------
@@ -73,11 +107,17 @@ def fluid_limit_distance(n_stations, lam, p, t_end, *, s0=None, seed=None,
     lam = check_lam(lam)
     p = check_p(p)
     t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=1e7)
-    n_times = check_positive_int(n_times, "n_times", minimum=2)
+    n_times = _check_n_times(n_times)
+    if fluid is not None:
+        fluid = real_array(fluid, "fluid")  # shape and type errors before the long part
+        if fluid.ndim != 2 or fluid.shape[0] != n_times:
+            _check_fluid(fluid, n_times, np.ones(1))
     grid = _grid(t_end, n_times)
     path = sample_path(n_stations, lam, p, grid, s0=s0, seed=seed)
     if fluid is None:
         fluid = fluid_trajectory(lam, p, grid, path[0], check=False)
+    else:
+        fluid = _check_fluid(fluid, n_times, path[0])
     return float(np.max(l1_distance(path, fluid)))
 
 
@@ -109,7 +149,7 @@ def martingale_tolerance(n_stations, lam, p, t_end, *, s0=None, n_times=201,
     s0 : array_like, optional
         Initial state (default empty).
     n_times : int
-        Grid for the time integral (trapezoid rule).
+        Grid for the time integral (trapezoid rule), in ``[2, 1e5]``.
     z : float
         Number of standard deviations, ``> 0``.
 
@@ -134,7 +174,7 @@ def martingale_tolerance(n_stations, lam, p, t_end, *, s0=None, n_times=201,
     p = check_p(p)
     t_end = check_real(t_end, "t_end", low=0.0, low_open=True, high=1e7)
     z = check_real(z, "z", low=0.0, low_open=True)
-    grid = _grid(t_end, check_positive_int(n_times, "n_times", minimum=2))
+    grid = _grid(t_end, _check_n_times(n_times))
     S = fluid_trajectory(lam, p, grid, s0, check=False)
     L = S.shape[1] - 1
     S = np.concatenate([S, np.zeros((S.shape[0], 2))], axis=1)
@@ -205,7 +245,7 @@ def fluid_limit_study(lam, p, t_end, n_values, seeds, *, s0=None, n_times=201,
         multiples of 1/N for every N studied (or the empty system), so that every
         N-system starts exactly where the fluid does.
     n_times : int
-        Time grid size.
+        Time grid size, in ``[2, 1e5]``.
     progress : bool, optional
         Show a tqdm bar over the runs.
 
@@ -242,7 +282,7 @@ def fluid_limit_study(lam, p, t_end, n_values, seeds, *, s0=None, n_times=201,
             if np.max(np.abs(x0 * n - np.round(x0 * n))) > 1e-9:
                 raise ValueError(f"s0 is not a multiple of 1/N for N = {n}; use an "
                                  "s0 that every N-system can start from exactly")
-    grid = _grid(t_end, check_positive_int(n_times, "n_times", minimum=2))
+    grid = _grid(t_end, _check_n_times(n_times))
     fluid = fluid_trajectory(lam, p, grid, x0)
     bar = None
     if progress:

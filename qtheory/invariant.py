@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_positive_int
+from ._validation import check_lam, check_p, check_size
 
 __all__ = [
     "invariant_state",
@@ -35,6 +35,14 @@ __all__ = [
     "mm1_mean_queue_length",
     "invariant_tail_sums",
 ]
+
+# Ceiling of max_levels: an array of this many levels takes 800 MB.
+_MAX_LEVELS_CEILING = 10**8
+
+
+def _check_max_levels(max_levels):
+    return check_size(max_levels, "max_levels", minimum=1, maximum=_MAX_LEVELS_CEILING,
+                      what="each level takes 8 bytes of the returned array")
 
 
 def top_level(lam, p):
@@ -54,7 +62,10 @@ def top_level(lam, p):
         with :math:`r = \lambda/(1-p)`; 0 when ``lam <= p`` (the central server absorbs
         all the work).  When ``p/(1-lam)`` is an exact power of ``r`` the level where
         :math:`s_i` would be exactly zero is not counted.  Values of :math:`s_i` within
-        rounding error of zero count as zero.
+        rounding error of zero count as zero, where the rounding error is that of the
+        terms of the closed form (of the size of :math:`r^i` when :math:`r < 1`, not of
+        1), so the count is right for every ``p > 0`` however small: ``top_level(0.9,
+        1e-300)`` is 6534, the largest integer below :math:`\log_r (p/(1-\lambda))`.
 
     Raises
     ------
@@ -86,7 +97,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     max_levels : int, optional
-        Largest number of levels returned.  For ``p = 0`` the state
+        Largest number of levels returned, at most 1e8 (800 MB).  For ``p = 0`` the state
         :math:`s_i = \lambda^i` has infinitely many positive entries and is truncated
         where :math:`\lambda^i` falls below 1e-300; if that takes more than
         ``max_levels`` levels a ``ValueError`` is raised (no silent truncation).
@@ -101,10 +112,11 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     Raises
     ------
     ValueError
-        If ``lam`` or ``p`` are out of range, or if the state needs more than
-        ``max_levels`` levels (``p > 0``: ``i*`` exceeds it; ``p = 0``: ``lam**i``
-        stays above 1e-300 beyond it, e.g. ``lam > 1 - 7e-5`` with the default); use
-        :func:`mean_queue_length`, which needs no array.
+        If ``lam`` or ``p`` are out of range, ``max_levels`` is not an integer in
+        ``[1, 1e8]``, or if the state needs more than ``max_levels`` levels (``p > 0``:
+        ``i*`` exceeds it; ``p = 0``: ``lam**i`` stays above 1e-300 beyond it, e.g.
+        ``lam > 1 - 7e-5`` with the default); use :func:`mean_queue_length`, which
+        needs no array.
 
     Notes
     -----
@@ -126,7 +138,7 @@ def invariant_state(lam, p, *, max_levels=10_000_000):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    max_levels = check_positive_int(max_levels, "max_levels")
+    max_levels = _check_max_levels(max_levels)
     return _inv.invariant_state(lam, p, max_levels)
 
 
@@ -252,7 +264,8 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     max_levels : int, optional
-        Passed to :func:`invariant_state`: the largest number of levels computed.
+        Passed to :func:`invariant_state`: the largest number of levels computed
+        (at most 1e8).
 
     Returns
     -------
@@ -276,7 +289,7 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     ------
     ValueError
         If ``lam`` is outside ``[0, 1)``, ``p`` outside ``[0, 1]``, ``max_levels`` is
-        not a positive integer, or the state has more than ``max_levels`` levels (as
+        not an integer in ``[1, 1e8]``, or the state has more than ``max_levels`` levels (as
         for :func:`invariant_state`).
 
     Notes
@@ -308,7 +321,7 @@ def invariant_tail_sums(lam, p, *, max_levels=10_000_000):
     """
     lam = check_lam(lam)
     p = check_p(p)
-    max_levels = check_positive_int(max_levels, "max_levels")
+    max_levels = _check_max_levels(max_levels)
     s = _inv.invariant_state(lam, p, max_levels)
     if p == 0.0:
         # s_i = lam**i for every i: the tail sums are exact geometric tails.

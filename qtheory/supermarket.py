@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ._validation import check_lam, check_positive_int
+from ._validation import check_lam, check_positive_int, check_size
 
 __all__ = ["supermarket_fixed_point", "supermarket_mean_queue_length"]
 
@@ -39,11 +39,12 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
     lam : float
         Arrival rate per station (each server has rate 1), ``0 <= lam < 1``.
     d : int
-        Number of stations sampled by each arriving job, ``d >= 1``; ``d = 1`` is
-        random assignment, i.e. independent M/M/1 queues.
+        Number of stations sampled by each arriving job, ``d >= 1`` (any size: for
+        ``d`` beyond about ``690 / log(1/lam)`` only ``s_1 = lam`` is above 1e-300);
+        ``d = 1`` is random assignment, i.e. independent M/M/1 queues.
     max_levels : int, optional
-        Largest number of levels this call may return (a memory guard): a profile that
-        needs more is refused, never truncated.  Only ``d = 1`` with ``lam`` near 1
+        Largest number of levels this call may return (a memory guard, at most 1e8): a
+        profile that needs more is refused, never truncated.  Only ``d = 1`` with ``lam`` near 1
         needs that many (``lam > 1 - 6.9e-5`` with the default 1e7).
 
     Returns
@@ -71,7 +72,8 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
     """
     lam = check_lam(lam)
     d = check_positive_int(d, "d")
-    max_levels = check_positive_int(max_levels, "max_levels")
+    max_levels = check_size(max_levels, "max_levels", minimum=1, maximum=10**8,
+                            what="each level takes 8 bytes of the returned array")
     if lam == 0.0:
         return np.ones(1)
     log_lam = math.log(lam)  # < 0
@@ -88,9 +90,13 @@ def supermarket_fixed_point(lam, d, *, max_levels=10_000_000):
         return np.power(lam, np.arange(k + 1, dtype=np.float64))
     out = [1.0]
     exponent = 0  # (d**i - 1)/(d - 1) = 1 + d + ... + d**(i-1), an exact integer
+    # levels are kept while exponent * log(lam) >= log(1e-300), i.e. exponent <= stop;
+    # comparing the exact integer with the float stop never converts a huge exponent
+    # (d = 10**309 makes it 1 + 10**309) to a float
+    stop = limit / log_lam
     for _ in range(max_levels + 1):
         exponent = exponent * d + 1
-        if exponent * log_lam < limit:
+        if exponent > stop:
             return np.array(out, dtype=np.float64)
         out.append(lam ** exponent)  # correctly rounded pow, not exp(log): no drift
     raise ValueError(f"with d = {d} and lam = {lam!r} the fixed point has more than "

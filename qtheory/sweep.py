@@ -21,7 +21,10 @@ import dataclasses
 import inspect
 import itertools
 import keyword
+import math
+import multiprocessing
 import numbers
+import pickle
 import sys
 import time
 import traceback
@@ -30,12 +33,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._validation import check_flag, check_positive_int, check_seed
+from ._validation import check_flag, check_seed, check_size
 
 __all__ = ["sweep", "SweepResult", "SweepFailure", "SweepError", "expand_grid",
            "point_seeds"]
 
 _RESERVED = ("error",)
+# Largest grid (and number of point seeds): a million points already hold a million
+# futures, rows and seeds in memory, and spawning their seeds takes seconds.
+_MAX_POINTS = 10**6
 
 
 # --------------------------------------------------------------------------- results
@@ -163,9 +169,9 @@ class SweepResult:
         Parameters
         ----------
         max_rows : int
-            Rows shown; the rest are summarized in one line.
+            Rows shown, >= 0; the rest are summarized in one line.
         digits : int
-            Significant digits of floats (also inside tuples and lists).
+            Significant digits of floats (also inside tuples and lists), 1 to 17.
         columns : sequence of str, optional
             Columns to show, in this order (default: all; ``error`` only if a point
             failed).
@@ -177,8 +183,11 @@ class SweepResult:
         Raises
         ------
         ValueError
-            If ``columns`` names a column that does not exist.
+            If ``columns`` names a column that does not exist, or ``max_rows`` or
+            ``digits`` is out of range.
         """
+        max_rows = check_size(max_rows, "max_rows", minimum=0, maximum=10**7)
+        digits = check_size(digits, "digits", minimum=1, maximum=17)
         if not self.rows:
             return "(empty sweep)"
         if columns is None:
@@ -245,6 +254,25 @@ class SweepError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- grids
+def _values_length(name, values):
+    """Number of values of one grid parameter, checked without copying them."""
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"grid[{name!r}] must be a 1-D sequence of values, got an "
+                             f"array of shape {values.shape}")
+        n = values.size
+    elif isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, range)):
+        raise ValueError(
+            f"grid[{name!r}] must be a list (or tuple, range, 1-D array) of values, got "
+            f"{type(values).__name__} {values!r}; wrap a single value in a list")
+    else:
+        n = len(values)
+    if not n:
+        raise ValueError(f"grid[{name!r}] is empty: every parameter needs at least one "
+                         "value")
+    return n
+
+
 def _as_values(name, values):
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
@@ -294,7 +322,9 @@ def expand_grid(grid):
     ValueError
         If the grid is empty, is of another type, has a parameter with no values or
         given as a scalar or string, has names that are not identifiers (or the
-        reserved ``"error"``), or is a list of dicts with differing names.
+        reserved ``"error"``), is a list of dicts with differing names, or has more than
+        1e6 points (the product of the numbers of values is checked before any point is
+        made).
 
     Examples
     --------
@@ -305,6 +335,12 @@ def expand_grid(grid):
         if not grid:
             raise ValueError("grid is empty: give at least one parameter with values")
         names = tuple(_check_name(k) for k in grid)
+        sizes = [_values_length(k, grid[k]) for k in names]
+        total = math.prod(sizes)
+        if total > _MAX_POINTS:
+            raise ValueError(
+                f"grid has {' x '.join(f'{n:,}' for n in sizes)} = {total:,} points, more "
+                f"than {_MAX_POINTS:,}; split the grid, or sample it")
         values = [_as_values(k, grid[k]) for k in names]
         points = [dict(zip(names, combo)) for combo in itertools.product(*values)]
         return points, names
@@ -313,6 +349,9 @@ def expand_grid(grid):
                          f"{{name: value}}, got {type(grid).__name__}")
     if len(grid) == 0:
         raise ValueError("grid is empty: give at least one point")
+    if len(grid) > _MAX_POINTS:
+        raise ValueError(f"grid has {len(grid):,} points, more than {_MAX_POINTS:,}; split "
+                         "it")
     points = []
     names = None
     for k, point in enumerate(grid):
@@ -339,7 +378,7 @@ def point_seeds(seed, n_points):
     seed : int >= 0 or numpy.random.SeedSequence
         The sweep's root seed.
     n_points : int
-        Number of grid points.
+        Number of grid points, in ``[0, 1e6]``.
 
     Returns
     -------
@@ -347,9 +386,15 @@ def point_seeds(seed, n_points):
         ``SeedSequence(seed).spawn(n_points)[k]`` turned into a 63-bit integer: the
         children are independent streams, and an integer is accepted by every seeded
         function (qtheory's, :func:`numpy.random.default_rng`, :class:`random.Random`).
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` is invalid or ``n_points`` is not an integer in ``[0, 1e6]``.
     """
     root = check_seed(seed)
-    n_points = check_positive_int(n_points, "n_points", minimum=0)
+    n_points = check_size(n_points, "n_points", minimum=0, maximum=_MAX_POINTS,
+                          what="spawning a seed takes about 10 microseconds and its memory")
     return _point_seeds(root, n_points)
 
 
@@ -436,6 +481,99 @@ def _check_binds(func, kwargs):
                          f"the grid's parameters {sorted(kwargs)}: {exc}") from None
 
 
+def _default_context():
+    """The multiprocessing context of sweep's own process pool: the platform's default
+    start method (fork on Linux up to Python 3.13, forkserver from 3.14; spawn on macOS
+    and Windows)."""
+    return multiprocessing.get_context()
+
+
+def _cloudpickle():
+    """The cloudpickle module if it is installed (it comes with dask), else None."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return None
+    return cloudpickle
+
+
+def _start_method(executor, owned):
+    """How the executor's workers start, or None when it sends no work to processes that
+    sweep can inspect (threads; Dask, which serializes with cloudpickle itself)."""
+    if owned:
+        return _default_context().get_start_method()
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        ctx = getattr(executor, "_mp_context", None)
+        return ctx.get_start_method() if ctx is not None else \
+            multiprocessing.get_start_method()
+    return None
+
+
+def _why_not_by_reference(func, method):
+    """None if a worker started with ``method`` can receive ``func`` by reference (pickle
+    stores a module and a name, and the worker imports them); else the reason."""
+    module = getattr(func, "__module__", None)
+    main = sys.modules.get("__main__")
+    if method != "fork" and module == "__main__" and not getattr(main, "__file__", None):
+        return (f"it is defined in __main__ (a notebook or an interactive session), which "
+                f"a worker started with {method!r} cannot import: it runs a fresh "
+                f"interpreter, not this one")
+    try:
+        pickle.dumps(func)
+    except Exception:  # noqa: BLE001 - any pickling failure means: not by reference
+        where = " in __main__" if module == "__main__" else ""
+        return (f"it cannot be pickled by reference (a lambda, a closure or a function "
+                f"defined inside another one{where})")
+    return None
+
+
+class _ByValue:
+    """``func`` serialized by value with cloudpickle, for workers that cannot import it."""
+
+    def __init__(self, func, cloudpickle):
+        self.payload = cloudpickle.dumps(func)
+        self.func = func
+
+    def __getstate__(self):
+        return {"payload": self.payload}
+
+    def __setstate__(self, state):
+        self.payload = state["payload"]
+        self.func = None
+
+    def __call__(self, **kwargs):
+        if self.func is None:
+            self.func = pickle.loads(self.payload)
+        return self.func(**kwargs)
+
+
+def _sendable(func, executor, owned):
+    """What to submit for ``func``: itself, or a by-value copy; a ValueError at once (before
+    any worker starts) when neither can reach the workers."""
+    method = _start_method(executor, owned)
+    if method is None:
+        return func
+    why = _why_not_by_reference(func, method)
+    if why is None:
+        return func
+    name = getattr(func, "__qualname__", None) or repr(func)
+    advice = ("Define func in a module (a .py file next to the notebook) and import it "
+              "from there, or pass an executor that needs no pickling, e.g. "
+              "executor=concurrent.futures.ThreadPoolExecutor() (light work), or install "
+              "cloudpickle (it comes with dask), with which sweep sends func by value")
+    cp = _cloudpickle()
+    if cp is None:
+        raise ValueError(f"sweep: func {name!r} cannot be sent to the process pool's "
+                         f"workers (start method {method!r}): {why}. {advice}.")
+    try:
+        return _ByValue(func, cp)
+    except Exception as exc:  # noqa: BLE001 - reported with what to do
+        raise ValueError(f"sweep: func {name!r} cannot be sent to the process pool's "
+                         f"workers (start method {method!r}): {why}, and cloudpickle "
+                         f"cannot serialize it either ({type(exc).__name__}: {exc}). "
+                         f"{advice.split(', or install')[0]}.") from None
+
+
 def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None,
           keep=None, raise_on_error=False):
     r"""Evaluate ``func`` at every point of a parameter grid, in parallel.
@@ -444,8 +582,14 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     ----------
     func : callable
         Called as ``func(**point)`` or ``func(**point, seed=k)``.  It runs where the
-        executor runs it, so for process pools and clusters it must be picklable: a
-        function defined at module level (qtheory's public functions are).  Its return
+        executor runs it.  A process pool receives it by reference (module and name) when
+        its workers can import it: a function defined at module level (qtheory's public
+        functions are) works under every start method (fork, spawn, forkserver).  A
+        function they cannot import (defined in a notebook, whose ``__main__`` a spawn or
+        forkserver worker does not have, as with Python 3.14's default forkserver on
+        Linux; or a lambda or closure, under any start method) is sent by value with
+        cloudpickle when it is installed (it comes with dask); without cloudpickle sweep
+        raises a ``ValueError`` at once, before any worker starts, saying what to do.  Its return
         value becomes the row's outputs: a mapping or a dataclass gives one column per
         key or field, a named tuple one per field, anything else one column ``value``.
         An output with the name of an input and an equal value (a result object that
@@ -458,7 +602,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     executor : concurrent.futures.Executor, optional
         Where to run.  ``None`` (default) creates a
         :class:`concurrent.futures.ProcessPoolExecutor` with one worker per CPU (at most
-        one per point) and shuts it down afterwards.  Any other executor is used as
+        one per point), started with the platform's default start method
+        (``multiprocessing.get_context()``), and shuts it down afterwards.  Any other executor is used as
         given and left running: a :class:`~concurrent.futures.ThreadPoolExecutor`
         (numba kernels release no GIL unless compiled with ``nogil``; use it for light
         work), or a Dask cluster's ``client.get_executor()``.
@@ -483,7 +628,8 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     raise_on_error : bool
         If True, raise :class:`SweepError` (carrying the full result) after all points
         have run when any of them failed.  If False (default) a ``RuntimeWarning``
-        summarizes the failures and the result holds them.
+        summarizes the failures and the result holds them.  Only True or False: a string
+        such as ``"no"`` is refused.
 
     Returns
     -------
@@ -497,8 +643,9 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         If ``func`` is not callable or cannot accept the grid's parameter names, ``keep``
         is not a non-empty list of names, the
         grid is malformed (see :func:`expand_grid`), ``executor`` is not a
-        :class:`concurrent.futures.Executor`, ``seed`` is invalid, or ``seed`` is given
-        while the grid has its own ``seed`` parameter.
+        :class:`concurrent.futures.Executor`, ``seed`` is invalid, ``seed`` is given
+        while the grid has its own ``seed`` parameter, a switch is not True or False, or
+        ``func`` cannot reach a process pool's workers (see ``func``).
     SweepError
         With ``raise_on_error=True``, if any point failed.
 
@@ -537,6 +684,7 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
                          f"get_executor()), got {type(executor).__name__}")
     pass_seed = check_flag(pass_seed, "pass_seed", allow_none=True)
     progress = check_flag(progress, "progress")
+    raise_on_error = check_flag(raise_on_error, "raise_on_error")
 
     grid_has_seed = "seed" in names
     if grid_has_seed and seed is not None:
@@ -563,17 +711,19 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
         keep = tuple(keep)
 
     owned = executor is None
+    send = _sendable(func, executor, owned)
     if owned:
         import os
 
         executor = cf.ProcessPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
-                                                                 len(calls))))
+                                                                 len(calls))),
+                                          mp_context=_default_context())
     outcomes = [None] * len(calls)
     t0 = time.perf_counter()
     bar = None
     futures = {}
     try:
-        futures = {executor.submit(_run_point, func, kw, keep): k
+        futures = {executor.submit(_run_point, send, kw, keep): k
                    for k, kw in enumerate(calls)}
         if progress:
             from tqdm import tqdm

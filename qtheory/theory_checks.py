@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_positive_int, check_real, check_s0, \
-    check_times
+from ._validation import check_lam, check_p, check_real, check_s0, check_size, check_times
 from .fluid import fluid_trajectory, l1_distance
 from .invariant import invariant_state
 from .statistics import batch_means
@@ -46,6 +45,9 @@ __all__ = [
     "LowerBoundCheck",
     "lower_bound_check",
 ]
+
+# Largest state (number of levels) these functions return: 80 MB, as invariant_state.
+_MAX_LEVELS = 10_000_000
 
 
 def _pad(S, width):
@@ -119,7 +121,7 @@ def shifted_invariant_state(lam, p, shift):
     p : float
         Centralization fraction, ``0 < p <= 1``.
     shift : int
-        Number of levels L >= 0.
+        Number of levels L >= 0, with ``L + i*`` at most 1e7 (the returned array).
 
     Returns
     -------
@@ -134,7 +136,7 @@ def shifted_invariant_state(lam, p, shift):
     ------
     ValueError
         If ``lam`` or ``p`` is out of range (``p = 0`` has no finite invariant top
-        level), or ``shift`` is not an integer >= 0.
+        level), or ``shift`` is not an integer in ``[0, 1e7 - i*]``.
 
     References
     ----------
@@ -143,7 +145,12 @@ def shifted_invariant_state(lam, p, shift):
     """
     lam = check_lam(lam)
     p = check_real(p, "p", low=0.0, high=1.0, low_open=True)
-    L = check_positive_int(shift, "shift", minimum=0)
+    L = check_size(shift, "shift", minimum=0, maximum=_MAX_LEVELS,
+                   what="the state has shift + i* + 1 entries of 8 bytes")
+    istar = _inv.top_level(lam, p)
+    if L + istar > _MAX_LEVELS:
+        raise ValueError(f"shift + i* = {L:,} + {istar:,} levels at lam={lam!r}, "
+                         f"p={p!r} is more than {_MAX_LEVELS:,}; use a smaller shift")
     sI = _inv.invariant_state(lam, p)
     return np.concatenate([np.ones(L + 1), sI[1:]])
 
@@ -193,12 +200,13 @@ def relaxation_rate_bound(lam, p):
     if not lam + p > 1.0:
         raise ValueError(f"relaxation_rate_bound needs lam + p > 1, got lam={lam!r}, "
                          f"p={p!r}")
-    r = lam / (1.0 - p)
-    istar = _inv.invariant_state(lam, p).size - 1
+    istar = _inv.top_level(lam, p)  # no state array: i* may be huge for tiny p
     if istar == 0:
         raise ValueError(f"relaxation_rate_bound needs lam > p (i* >= 1), got "
                          f"lam={lam!r}, p={p!r}: the fluid empties in finite time")
-    return (lam + p - 1.0) / math.expm1(istar * math.log(r))
+    excess = lam - (1.0 - p)  # lam + p - 1, exact when lam is close to 1 - p (Sterbenz)
+    # r^{i*} - 1 with r - 1 = excess / (1 - p)
+    return excess / math.expm1(istar * math.log1p(excess / (1.0 - p)))
 
 
 def longest_queue_limit(lam, p):
@@ -222,7 +230,8 @@ def longest_queue_limit(lam, p):
     Raises
     ------
     ValueError
-        If ``lam`` is out of range or ``p`` is not in (0, 1].
+        If ``lam`` is out of range, ``p`` is not in (0, 1], or the top level
+        :math:`i^*` exceeds 1e7 (tiny ``p`` with ``lam`` near 1).
 
     Notes
     -----
@@ -238,8 +247,12 @@ def longest_queue_limit(lam, p):
     """
     lam = check_lam(lam)
     p = check_real(p, "p", low=0.0, high=1.0, low_open=True)
+    istar = _inv.top_level(lam, p)
+    if istar > _MAX_LEVELS:
+        raise ValueError(f"longest_queue_limit: the invariant state at lam={lam!r}, "
+                         f"p={p!r} has {istar:,} levels, more than {_MAX_LEVELS:,}: the "
+                         f"tail array would not fit; use a larger p or a smaller lam")
     sI = _inv.invariant_state(lam, p)
-    istar = sI.size - 1
     out = np.ones(istar + 2)
     out[istar + 1] = min(lam * sI[istar] / p, 1.0)
     return out

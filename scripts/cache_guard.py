@@ -1,9 +1,14 @@
-"""Wipe the execution cache of the book when qtheory or the environment changed.
+"""Wipe the execution cache of the book when anything a chapter depends on changed.
 
-jupyter-cache keys an executed chapter on its code cells only, so a change to qtheory
-would otherwise publish stale outputs.  This script fingerprints qtheory's source files,
-requirements.txt and pyproject.toml; when the fingerprint differs from the one stored
-next to the cache, it deletes the cache.  Used by scripts/_env.sh and by the test suite.
+jupyter-cache keys an executed chapter on its code cells only, so a change to qtheory, to
+the environment or to a data file a chapter reads would otherwise publish stale outputs.
+This script fingerprints every such input (see :func:`inputs`): qtheory's source files,
+requirements.txt and pyproject.toml, and every file a chapter reads from the book's
+folder (``book/data/``, stored results of the bench scripts, and ``book/matplotlibrc``,
+which matplotlib reads from the chapters' working directory).  When the fingerprint
+differs from the one stored next to the cache, it deletes the cache.  Used by
+scripts/_env.sh and by the test suite (tests/test_chapters.py checks that every file a
+chapter opens is among the inputs).
 """
 
 from __future__ import annotations
@@ -17,21 +22,53 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"
 STAMP = ROOT / "_build" / ".jupyter_cache.fingerprint"
 
+#: Folders under the book whose files chapters read (every file, any type).
+DATA_DIRS = ("book/data",)
+#: Single files chapters read (matplotlib's style file, read from the working folder).
+DATA_FILES = ("book/matplotlibrc",)
+#: Environment files: the versions of everything the chapters import.
+ENV_FILES = ("requirements.txt", "pyproject.toml")
+
+
+def _files(folder: Path) -> list[Path]:
+    """Every file below ``folder`` except caches (numba's and Python's __pycache__)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.is_file()
+                  and "__pycache__" not in p.relative_to(folder).parts
+                  and p.suffix not in (".pyc", ".nbi", ".nbc"))
+
+
+def inputs(root: Path | None = None) -> list[Path]:
+    """The files whose contents key the execution cache, in a fixed order.
+
+    qtheory's package folder (every file, so a data table shipped with the package counts
+    as well as its sources), the environment files, every file under ``book/data`` and
+    ``book/matplotlibrc``.  Files that do not exist are left out (their absence changes
+    the fingerprint, since the list of names is part of it).
+    """
+    root = ROOT if root is None else root
+    files = _files(root / "qtheory")
+    files += [root / f for f in ENV_FILES]
+    for d in DATA_DIRS:
+        files += _files(root / d)
+    files += [root / f for f in DATA_FILES]
+    return [f for f in files if f.is_file()]
+
 
 def fingerprint() -> str:
-    """SHA-256 over qtheory's *.py files and the environment files, in sorted order."""
+    """SHA-256 over the names and contents of :func:`inputs`, in their order."""
     h = hashlib.sha256()
-    files = sorted((ROOT / "qtheory").rglob("*.py"))
-    files += [ROOT / "requirements.txt", ROOT / "pyproject.toml",
-              ROOT / "book" / "matplotlibrc"]  # figure colours
-    for f in files:
+    for f in inputs():
         h.update(str(f.relative_to(ROOT)).encode())
+        h.update(b"\0")
         h.update(f.read_bytes())
+        h.update(b"\0")
     return h.hexdigest()
 
 
 def ensure_fresh() -> bool:
-    """Delete the cache if it was made with other sources; return True if wiped."""
+    """Delete the cache if it was made with other inputs; return True if wiped."""
     fp = fingerprint()
     old = STAMP.read_text().strip() if STAMP.exists() else None
     if old == fp:
@@ -45,5 +82,5 @@ def ensure_fresh() -> bool:
 
 if __name__ == "__main__":
     if ensure_fresh():
-        print("[qtheory] qtheory changed since the last execution: chapter cache cleared",
-              file=sys.stderr)
+        print("[qtheory] qtheory, the environment or the book's data changed since the "
+              "last execution: chapter cache cleared", file=sys.stderr)

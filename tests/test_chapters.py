@@ -144,3 +144,63 @@ def test_nbclient_poll_recovers_a_lost_wakeup_and_keeps_timeouts():
 
     nbclient_poll.install()
     assert NotebookClient._sliced_polling and not nbclient_poll.install()
+
+
+# ------------------------------------------------------------ issue 23, item 4(a)
+def _chapter_relative_reads():
+    """Relative paths that chapter code opens: Path("...") and open("...") literals."""
+    import re
+
+    found = set()
+    for path in CHAPTERS:
+        for m in re.finditer(r"""(?:Path|open)\(\s*["']([^"'/][^"']*)["']""",
+                             path.read_text()):
+            found.add((path.parent / m.group(1)).resolve())
+    return found
+
+
+def test_cache_guard_fingerprints_every_file_a_chapter_reads():
+    guard = _load_guard()
+    inputs = {p.resolve() for p in guard.inputs()}
+    data = [p.resolve() for p in (ROOT / "book" / "data").rglob("*") if p.is_file()]
+    assert data and set(data) <= inputs, sorted(set(data) - inputs)
+    assert (ROOT / "book" / "matplotlibrc").resolve() in inputs  # figure style
+    for target in _chapter_relative_reads():
+        files = [p for p in target.rglob("*") if p.is_file()] if target.is_dir() \
+            else [target]
+        assert set(files) <= inputs, f"a chapter reads {target}, not fingerprinted"
+
+
+def test_cache_guard_data_only_change_invalidates_the_cache(tmp_path, monkeypatch):
+    guard = _load_guard()
+    for rel in ["qtheory/__init__.py", "requirements.txt", "pyproject.toml",
+                "book/matplotlibrc", "book/data/finite_n_validation.json"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+    monkeypatch.setattr(guard, "ROOT", tmp_path)
+    monkeypatch.setattr(guard, "CACHE", tmp_path / "_build" / ".jupyter_cache")
+    monkeypatch.setattr(guard, "STAMP", tmp_path / "_build" / ".jupyter_cache.fingerprint")
+
+    def cached():
+        guard.CACHE.mkdir(parents=True, exist_ok=True)
+        (guard.CACHE / "executed.db").write_text("old outputs")
+
+    guard.ensure_fresh()
+    cached()
+    assert guard.ensure_fresh() is False and guard.CACHE.exists()  # nothing changed
+    # numba's compiled cache inside the package is not a source
+    (tmp_path / "qtheory" / "__pycache__").mkdir()
+    (tmp_path / "qtheory" / "__pycache__" / "k.nbi").write_bytes(b"compiled")
+    assert guard.ensure_fresh() is False and guard.CACHE.exists()
+
+    data = tmp_path / "book" / "data" / "finite_n_validation.json"
+    for change in (lambda: data.write_text(data.read_text().replace("0", "1", 1)),
+                   lambda: (data.parent / "new_run.json").write_text("{}"),
+                   lambda: (data.parent / "new_run.json").unlink(),
+                   lambda: (tmp_path / "book" / "matplotlibrc").write_text("lines.linewidth: 3\n"),
+                   lambda: (tmp_path / "qtheory" / "table.json").write_text("[]"),
+                   lambda: (tmp_path / "qtheory" / "__init__.py").write_text("# K15\n")):
+        change()
+        assert guard.ensure_fresh() is True, "a chapter input changed: cache must go"
+        assert not guard.CACHE.exists()
+        cached()

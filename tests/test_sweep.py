@@ -302,9 +302,14 @@ def test_simulate_through_sweep_reproducible_across_executors():
 
 
 def test_executor_level_failure_is_recorded_per_point():
-    # a lambda cannot be pickled for a process pool: each point says so
+    # an argument that cannot be pickled for a process pool: each point says so (a
+    # function that cannot be pickled is sent by value or refused at once instead: see
+    # tests/test_hardening.py)
+    import threading
+
+    locks = [threading.Lock() for _ in range(3)]
     with ProcessPoolExecutor(1) as ex, pytest.warns(RuntimeWarning, match="3 of 3"):
-        res = qt.sweep(lambda a: a, {"a": [1, 2, 3]}, executor=ex, progress=False)
+        res = qt.sweep(fails_on_negative, {"a": locks}, executor=ex, progress=False)
     assert all(("pickle" in e.lower() or "Pickling" in e) for e in res.column("error"))
 
 
