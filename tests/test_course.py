@@ -574,7 +574,7 @@ def test_instructor_config():
 # the problem set for Part III and the exact chapter
 # ---------------------------------------------------------------------------------------
 PROBLEMS = ROOT / "book" / "problems-part3.md"
-PART3_AND_EXACT = ("fluid-solutions", "fluid-limit", "stability", "steady-state", "exact")
+PART3_AND_EXACT = ("fluid-solutions", "fluid-limit", "stability", "steady-state", "rate", "exact")
 SOLUTION_BLOCK = re.compile(r"^```+\{solution-start\}\s*(\S+)\s*\n(.*?)^```+\{solution-end\}",
                             re.M | re.S)
 
