@@ -247,6 +247,23 @@ def _describe_int(n):
 
 
 @jit(nogil=True)
+def _bridge_minimum(w, v, u):
+    """Minimum over one step of a Brownian bridge from 0 to ``w`` with variance ``v``.
+
+    ``u`` is a uniform draw in [0, 1) (``np.random.random``); the minimum is
+    :math:`(w - \sqrt{w^2 - 2 v \log u})/2`, the inverse of the law of the bridge's
+    minimum, :math:`P(\min < -m) = e^{-2m(m+w)/v}` for :math:`m \ge 0` (Glasserman,
+    *Monte Carlo Methods in Financial Engineering*, 2004, section 6.4).  A draw of
+    exactly 0, where :math:`\log 0 = -\infty` would make the path NaN, is read as 1
+    (the uniform law on (0, 1] instead of [0, 1), the same law; every other draw is used
+    as it is, so the paths of every seed are unchanged).
+    """
+    if u <= 0.0:
+        u = 1.0
+    return 0.5 * (w - np.sqrt(w * w - 2.0 * v * np.log(u)))
+
+
+@jit(nogil=True)
 def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed):
     """One path of the Euler scheme of the reflected linear diffusion (see _reflected_top).
 
@@ -283,11 +300,8 @@ def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed)
             # the bridge from a to e > 0 dips below 0 with probability exp(-2ae/v)
             if a > 0.0 and e > 0.0 and 2.0 * a * e > 40.0 * v:
                 continue
-            w = Zn[j] - Z[j]
-            u = np.random.random()
             # minimum of the Brownian bridge from a to a + w over the step
-            m = 0.5 * (w - np.sqrt(w * w - 2.0 * v * np.log(u)))
-            L = -(a + m)
+            L = -(a + _bridge_minimum(Zn[j] - Z[j], v, np.random.random()))
             if L > 0.0:
                 Zn[j] += L
                 if j > 0:
@@ -380,6 +394,11 @@ def _reflected_top(n, lam, p, s, use_y, *, rel_target=0.03, seed=20261201):
     with ThreadPoolExecutor(max_workers=min(n_paths, _engine.available_cores())) as ex:
         while True:
             for ysum, reg in ex.map(one, range(len(below), len(below) + n_paths)):
+                if not (math.isfinite(ysum) and np.all(np.isfinite(reg))):
+                    raise FloatingPointError(
+                        f"finite_n_mean: a path of the reflected diffusion at lam = {lam}, "
+                        f"p = {p}, N = {n} is not finite (NaN or infinity); nothing was "
+                        f"stored (please report it)")
                 q = reg[:top] / T / (p * sqn)
                 d = b = 0.0
                 for i in range(top):
@@ -465,6 +484,10 @@ def finite_n_mean(n_stations, lam, p):
         state has more than 800 levels (lam extremely close to 1), or if the Monte Carlo
         of the reflected diffusion would be too long (lam close to 1 with a small p: the
         message says so; simulate instead).
+    FloatingPointError
+        If a Monte Carlo path of the reflected diffusion is not finite (a guard: the
+        bridge minimum is computed from a uniform in (0, 1], never from log 0); nothing
+        is cached then.
 
     Notes
     -----

@@ -821,3 +821,34 @@ def test_result_helpers_check_their_numbers():
         with pytest.raises(ValueError, match=name):
             res.table(**kw)
     assert "0.5" in res.table(digits=3)
+
+
+# --- issue 23 item 4(b): the finite-N Monte Carlo never takes log 0, and checks its paths
+
+def test_bridge_minimum_is_finite_at_a_zero_uniform():
+    """np.random.random() can return exactly 0.0; the kernel used log(u) of that draw,
+    which is -inf and makes the path NaN.  A zero draw is read as 1."""
+    from qtheory import finite_n
+
+    for w, v in ((0.3, 1.0), (-0.2, 0.01), (0.0, 1e-4)):
+        m = finite_n._bridge_minimum(w, v, 0.0)
+        assert math.isfinite(m) and m <= min(0.0, w)
+    # the law P(min < -m) = exp(-2 m (m + w) / v) is inverted exactly
+    w, v = 0.3, 1.0
+    for u in (0.5, 0.01, 2.0**-60):
+        m = -finite_n._bridge_minimum(w, v, u)
+        assert math.isclose(math.exp(-2 * m * (m + w) / v), u, rel_tol=1e-9)
+    assert finite_n._bridge_minimum(w, v, 0.0) == min(0.0, w)
+
+
+def test_reflected_diffusion_refuses_a_non_finite_path(monkeypatch):
+    """A NaN path must raise, not enter the cached mean."""
+    from qtheory import finite_n
+
+    def nan_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed):
+        return float("nan"), np.zeros(diag.size)
+
+    monkeypatch.setattr(finite_n, "_reflected_kernel", nan_kernel)
+    s = qt.invariant_state(0.9, 0.2)
+    with pytest.raises(FloatingPointError, match="not finite"):
+        finite_n._reflected_top(1000, 0.9, 0.2, s, True)
