@@ -607,8 +607,8 @@ def counting_bound(run, *, beta=1.0, m_values=None):
 
     .. math::
 
-        R_N(h) = \beta \sum_j \nu_j (\nu_j + q h) + \sum_j e_j + 2 d_N
-        + \beta d_N (qT + d_N) + 2 \max(\nu^*, q h),
+        R_N(h) &= \beta \sum_j \nu_j (\nu_j + q h) + \sum_j e_j + 2 d_N \\
+        &\quad + \beta d_N (qT + d_N) + 2 \max(\nu^*, q h),
 
     where :math:`h = T/m`, :math:`\nu_j` is the number of events per station in the
     j-th block :math:`(jh, (j+1)h]`, :math:`\nu^* = \max_j \nu_j`,
