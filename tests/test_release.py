@@ -44,7 +44,8 @@ CACHE = ROOT / "_build" / ".release-cache"
 NOT_LIBRARY = {"test_chapters.py", "test_book_quality.py", "test_browser.py",
                "test_claims_gate.py", "test_course.py", "test_pdf.py", "test_release.py",
                "test_readme.py", "test_explorers.py", "test_accessibility.py",
-               "test_notebook_route.py"}
+               "test_notebook_route.py", "test_epub.py", "test_proof_map.py",
+               "test_reader_view.py", "test_readme_notes.py"}
 CFFCONVERT = "cffconvert==2.0.0"
 CFF_SCHEMA_IN_WHEEL = "cffconvert/schemas/1.2.0/schema.json"
 VERSION = qtheory_version()
