@@ -48,8 +48,12 @@ def streams(ss):
     return rng_state, np.random.default_rng(pois)
 
 
-# Highest start level: the widest level type (int32) with headroom.
-MAX_LEVEL = 2_000_000_000 - 1
+# Highest start level.  A start at level k has k + 1 levels, and every level costs
+# memory and time in each chain (five level arrays) and in each batch of the result (its
+# rows of s and of the longest-queue tail): at 1e6 levels and 20 batches about 0.7 GiB
+# and some seconds.  Queues may grow past it during a run (the widest level type,
+# int32, holds 2e9).
+MAX_LEVEL = 1_000_000
 # Memory of one result of simulate or replicate besides its per-batch arrays (the
 # dataclass, its small arrays, the chain's generator and its place in the pool), bytes;
 # measured about 6 KiB, with a margin.
@@ -78,7 +82,8 @@ def _start_level(s0, name):
                            "or pass tail fractions as a 1-D array with s0[0] = 1")
     if level > MAX_LEVEL:
         raise ValueError(f"{name} as a level must be an integer in [0, {MAX_LEVEL:,}] "
-                         f"(queues are stored as 32-bit integers), got {level}")
+                         f"(each level costs memory in every chain and every batch of "
+                         f"the result), got {level:,}")
     return level
 
 
@@ -88,7 +93,11 @@ def start_levels(n_stations, s0, name="s0"):
         return 1
     if _is_scalar(s0):
         return _start_level(s0, name) + 1
-    return int(check_s0(s0, name).size)
+    levels = int(check_s0(s0, name).size)
+    if levels > MAX_LEVEL + 1:
+        raise ValueError(f"{name} must have at most {MAX_LEVEL + 1:,} levels (its highest "
+                         f"occupied level at most {MAX_LEVEL:,}), got {levels:,}")
+    return levels
 
 
 def run_bytes(n_stations, levels, rows, systems, *, track=False, results=0):
@@ -100,7 +109,7 @@ def run_bytes(n_stations, levels, rows, systems, *, track=False, results=0):
     of s and of the longest-queue tail, and their stacked copies: four arrays of
     float64), and ``results`` results of :data:`RESULT_BYTES` each.
     """
-    item = np.dtype(level_dtype(min(int(levels), MAX_LEVEL))).itemsize
+    item = np.dtype(level_dtype(int(levels))).itemsize
     per_system = n_stations * (item + (8 if track else 0)) + 40 * max(128, 2 * (levels + 1))
     return systems * per_system + 32 * rows * levels + RESULT_BYTES * results
 
@@ -134,6 +143,9 @@ def initial_counts(n_stations, s0, name="s0"):
         level = _start_level(s0, name)
         return np.full(level + 1, n_stations, dtype=np.int64)
     s = check_s0(s0, name)
+    if s.size > MAX_LEVEL + 1:
+        raise ValueError(f"{name} must have at most {MAX_LEVEL + 1:,} levels (its highest "
+                         f"occupied level at most {MAX_LEVEL:,}), got {s.size:,}")
     cnt = np.rint(s * n_stations).astype(np.int64)
     cnt[0] = n_stations
     nz = np.flatnonzero(cnt > 0)

@@ -60,6 +60,9 @@ __all__ = [
 
 # Largest per-station record sample_path(per_station=True) will allocate (entries).
 _MAX_STATION_RECORD = 50_000_000
+# Most observation times of sample_path: each costs a step of Python (a few
+# microseconds) and a row of the record.
+_MAX_TIMES = 1_000_000
 # A progress bar appears by default (scripts and notebooks) for runs expected to take
 # longer than this many seconds (at events_per_second per core, qtheory._runlength).
 _AUTO_PROGRESS_SECONDS = 10.0
@@ -600,30 +603,47 @@ def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, n
     return n_stations, lam, p, t_end, warmup, n_batches, progress
 
 
-def _check_memory(n_stations, s0, rows, systems, *, results=0, rows_name, track=False):
+def _check_memory(n_stations, s0, rows, systems, *, results=0, rows_name, count,
+                  per_count, track=False):
     """Check, before anything is allocated or spawned, that a run fits in memory.
 
-    The parameter named in the error is the one whose share of the estimate is largest:
-    the start ``s0`` (its levels), ``rows_name`` (the recorded rows and results), or
-    ``workers`` (the systems alive at once).
+    ``rows_name`` is the parameter that sets ``rows`` and ``results`` (``count`` of it,
+    ``per_count`` rows each).  The parameter named in the error is the one whose share
+    of the estimate is largest: the start ``s0`` (its levels), ``rows_name``, or
+    ``workers`` (the systems alive at once); the message gives its largest value that
+    fits.
     """
     levels = _engine.start_levels(n_stations, s0)
-    need = _engine.run_bytes(n_stations, levels, rows, systems, track=track,
-                             results=results)
-    if need <= _engine.memory_budget():
+
+    def need(lv=levels, rw=rows, sy=systems, rs=results):
+        return _engine.run_bytes(n_stations, lv, rw, sy, track=track, results=rs)
+
+    budget = _engine.memory_budget()
+    if need() <= budget:
         return levels
-    parts = {
-        "s0": 40 * 2 * levels * systems + 32 * rows * levels,
-        rows_name: _engine.RESULT_BYTES * results + 32 * rows * levels,
-        "workers": n_stations * systems,
-    }
-    name = max(parts, key=parts.get)
-    what = {"s0": f"the start with {levels:,} levels",
-            "workers": f"{systems} systems of {n_stations:,} stations at once",
-            }.get(name, f"{name} = {rows:,} recorded rows")
-    _engine.check_run_memory(n_stations, levels, rows, systems, name=name, what=what,
-                             track=track, results=results)
-    return levels  # pragma: no cover
+    per_result = results // count if count else 0
+    shares = {"s0": need() - need(lv=1), rows_name: need() - need(rw=0, rs=0),
+              "workers": need() - need(sy=0)}
+    name = max(shares, key=shares.get)
+    if name == "s0":
+        unit = need(lv=2) - need(lv=1)
+        top = max(0, int((budget - need(lv=1)) // max(unit, 1)))
+        what = f"the start with {levels:,} levels"
+        fits = f"s0 may reach level {top:,} here"
+    elif name == "workers":
+        unit = need(sy=1) - need(sy=0)
+        top = max(0, int((budget - need(sy=0)) // max(unit, 1)))
+        what = f"{systems} systems of {n_stations:,} stations at once"
+        fits = f"at most {top} systems fit here (workers, n_chains)"
+    else:
+        unit = need(rw=per_count, rs=per_result) - need(rw=0, rs=0)
+        top = max(0, int((budget - need(rw=0, rs=0)) // max(unit, 1)))
+        what = f"{rows_name} = {count:,} ({rows:,} recorded rows of {levels:,} levels)"
+        fits = f"{rows_name} must be at most {top:,} here"
+    raise ValueError(
+        f"{name}: {what} needs about {need() / 2**30:.3g} GiB, more than the "
+        f"{budget / 2**30:.3g} GiB (half this machine's memory, at most 16 GiB) one "
+        f"call may use: {fits}")
 
 
 def _check_estimator(estimator, n_stations, lam, p):
@@ -696,9 +716,11 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     n_batches : int, optional
         Number of batches per chain, B >= 2 (default 20).
     s0 : None, int or array_like of float, optional
-        Initial state: ``None`` (empty), an integer k >= 0 (every station holds k jobs;
-        Python or NumPy integer or 0-d integer array) or tail fractions ``s0``
-        (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
+        Initial state: ``None`` (empty), an integer k in [0, 1e6] (every station holds k
+        jobs; Python or NumPy integer or 0-d integer array) or tail fractions ``s0``
+        (``s0[0] == 1``, non-increasing, at most 1e6 + 1 levels), rounded to multiples
+        of 1/N.  Each level of the start costs memory in every chain and in every batch
+        of the result; queues may grow beyond 1e6 during the run.
     progress : bool or None, optional
         Show a tqdm progress bar (on stderr in scripts, a widget in notebooks).  ``None``
         (default): when the run is expected to take more than about 10 s at
@@ -736,10 +758,13 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
         ``p`` outside ``[0, 1]``, ``t_end`` not finite and positive, ``warmup`` outside
         ``[0, t_end)``, ``n_batches`` not an integer in [2, 1e6], ``n_chains`` not an
         integer in [1, 1e4], ``workers`` not None or an integer in [1, 1024], any of
-        them NaN, ``s0`` invalid (an integer level at most 2e9, and its memory: N (the
-        level + 1) bytes of counts... see ``s0``), ``estimator`` not one of the names
-        above (or ``"identity"`` with ``p = 0`` or ``p = 1``), or the run asks for more
-        than 1e12 events per chain or 1e13 in all.
+        them NaN, ``s0`` invalid (see ``s0``), ``estimator`` not one of the names above
+        (or ``"identity"`` with ``p = 0`` or ``p = 1``), the run asks for more than 1e12
+        events per chain or 1e13 in all, or its memory (the sorted queues of the chains
+        running at once, the levels of the start in every chain and every batch of the
+        result) would exceed half of this machine's memory (at most 16 GiB): checked
+        before anything is allocated, the message names the parameter and the largest
+        value that fits.
     KeyboardInterrupt
         Honoured between chunks of about 8 million events (every chain stops).
 
@@ -820,7 +845,7 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
         n_stations, lam, p, t_end, warmup, n_batches, progress, n_chains, "n_chains")
     est = _check_estimator(estimator, n_stations, lam, p)
     _check_memory(n_stations, s0, n_chains * n_batches, min(n_workers, n_chains),
-                  rows_name="n_batches")
+                  rows_name="n_batches", count=n_batches, per_count=n_chains)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     if n_chains == 1:
@@ -882,7 +907,8 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     # replications of a tiny run passed the event cap and took all memory)
     _check_memory(n_stations, s0, n_replications * n_batches,
                   min(n_workers, n_replications), results=n_replications,
-                  rows_name="n_replications")
+                  rows_name="n_replications", count=n_replications,
+                  per_count=n_batches)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     children = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
@@ -912,11 +938,12 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     times : array_like of float, shape (m,)
-        Observation times (mean service times), finite, >= 0, non-decreasing; the path
-        starts at time 0 in ``s0``.
+        Observation times (mean service times), finite, >= 0, non-decreasing, at most
+        1e6 of them; the path starts at time 0 in ``s0``.
     s0 : None, int or array_like of float, optional
-        Initial state: ``None`` (empty system), an integer k (all stations at level k), or
-        tail fractions (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
+        Initial state: ``None`` (empty system), an integer k in [0, 1e6] (all stations at
+        level k), or tail fractions (``s0[0] == 1``, non-increasing, at most 1e6 + 1
+        levels), rounded to multiples of 1/N.
     seed : None, int >= 0 or numpy.random.SeedSequence, optional
         As for :func:`simulate`.
     per_station : bool, optional
@@ -938,8 +965,9 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     Raises
     ------
     ValueError
-        If any parameter is out of range (named in the message), or ``per_station`` would
-        record more than 5e7 entries.
+        If any parameter is out of range (named in the message), ``per_station`` would
+        record more than 5e7 entries, or the record would exceed the memory a call may
+        use (see :func:`simulate`).
 
     Notes
     -----
@@ -963,8 +991,12 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
             f"{t.size * n_stations:,} queue lengths (limit {_MAX_STATION_RECORD:,}); "
             f"use fewer times or stations"
         )
+    if t.size > _MAX_TIMES:
+        raise ValueError(f"times must hold at most {_MAX_TIMES:,} observation times (one "
+                         f"step of Python per time), got {t.size:,}")
+    # a row of s per time (a quarter of the four per-batch arrays of run_bytes)
     _check_memory(n_stations, s0, (t.size + 3) // 4, 1, rows_name="times",
-                  track=per_station)  # a row of s per time: a quarter of 4 arrays
+                  count=t.size, per_count=1, track=per_station)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     rng_state, gen = _engine.streams(ss)
