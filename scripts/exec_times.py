@@ -8,7 +8,10 @@ Run after ``bash scripts/book.sh`` (it reads ``_build/.jupyter_cache``):
 
 For every executed chapter it prints the execution time jupyter-cache recorded (the
 "Run Time" of the book's execution-status page, ``book/status.md``), its slowest cell
-(from the cell timings nbclient stores in the cached notebook) and whether it is
+(from the cell timings nbclient stores in the cached notebook when it runs with
+``record_timing=True``; jupyter-cache's executor, used by the book build and by
+tests/test_chapters.py, does not, and then the column shows "-": time a cell by running
+the chapter with nbclient's default ``record_timing=True``) and whether it is
 within the budgets of CONTRIBUTING.md: at most 120 s per chapter, no cell over 60 s, at
 most 300 s for all chapters together.  Times depend on the machine and its load (the
 load average is printed); tests never assert them.
