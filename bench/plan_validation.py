@@ -47,18 +47,25 @@ QUICK = [(0.9, 0.1, 100), (0.95, 0.05, 100), (0.7, 0.2, 1000), (0.9, 0.0, 10),
          (0.99, 0.05, 100), (0.5, 0.6, 100)]
 
 
+def _plan(n, lam, p, h):
+    # the plain average's variance model on one chain: what this script validates (the
+    # defaults of plan_run would choose the estimator and the chains by model and machine)
+    return qt.plan_run(n, lam, p, half_width=h, n_chains=1, estimator="plain",
+                       calibrate=False)
+
+
 def plan_for_budget(n, lam, p, budget):
     """Plan with the smallest half-width whose plan needs at most ``budget`` events."""
-    ref = qt.plan_run(n, lam, p, half_width=1.0, calibrate=False)
+    ref = _plan(n, lam, p, 1.0)
     # events ~ max(floor, c / h^2): scale h so that the variance part meets the budget
     h = max(1e-6, math.sqrt(ref.expected_events / budget)) if ref.expected_events > 0 \
         else 1.0
-    plan = qt.plan_run(n, lam, p, half_width=h, calibrate=False)
+    plan = _plan(n, lam, p, h)
     for _ in range(40):
         if plan.expected_events <= 1.05 * budget or plan.predicted_half_width < h:
             break
         h *= 1.2
-        plan = qt.plan_run(n, lam, p, half_width=h, calibrate=False)
+        plan = _plan(n, lam, p, h)
     return plan
 
 

@@ -19,9 +19,10 @@ import numpy as np
 from . import _kernels as _k
 from ._validation import check_int, check_lam, check_n_stations, check_p, check_s0
 
-__all__ = ["CHUNK", "MAX_STATIONS", "MAX_EVENTS", "MAX_TOTAL_EVENTS", "Cancelled",
-           "System", "available_cores", "check_system", "initial_counts", "level_dtype",
-           "streams"]
+__all__ = ["CHUNK", "MAX_STATIONS", "MAX_EVENTS", "MAX_TOTAL_EVENTS", "MAX_LEVEL",
+           "RESULT_BYTES", "Cancelled", "System", "available_cores", "check_system",
+           "initial_counts", "level_dtype", "streams", "memory_budget", "start_levels",
+           "run_bytes", "check_run_memory"]
 
 # Events per compiled call: about 0.1 s, so Ctrl-C and the progress bar respond quickly.
 CHUNK = 1 << 23
@@ -47,21 +48,104 @@ def streams(ss):
     return rng_state, np.random.default_rng(pois)
 
 
+# Highest start level.  A start at level k has k + 1 levels, and every level costs
+# memory and time in each chain (five level arrays) and in each batch of the result (its
+# rows of s and of the longest-queue tail): at 1e6 levels and 20 batches about 0.7 GiB
+# and some seconds.  Queues may grow past it during a run (the widest level type,
+# int32, holds 2e9).
+MAX_LEVEL = 1_000_000
+# Memory of one result of simulate or replicate besides its per-batch arrays (the
+# dataclass, its small arrays, the chain's generator and its place in the pool), bytes;
+# measured about 6 KiB, with a margin.
+RESULT_BYTES = 16_384
+
+
+def memory_budget():
+    """Bytes one call may plan to hold: half the physical memory, at most 16 GiB."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # pragma: no cover
+        phys = 8 * 2**30
+    return int(min(phys // 2, 16 * 2**30))
+
+
+def _is_scalar(s0):
+    return isinstance(s0, (numbers.Number, np.generic)) or (
+        isinstance(s0, np.ndarray) and s0.ndim == 0)
+
+
+def _start_level(s0, name):
+    # One rule for scalars (_validation.check_int): an integer, NumPy integer or 0-d
+    # integer array is a level; anything else (3.5, 3.0, True) is refused.
+    level = check_int(s0, name, minimum=0,
+                      what="a level: every station starts with that many jobs; "
+                           "or pass tail fractions as a 1-D array with s0[0] = 1")
+    if level > MAX_LEVEL:
+        raise ValueError(f"{name} as a level must be an integer in [0, {MAX_LEVEL:,}] "
+                         f"(each level costs memory in every chain and every batch of "
+                         f"the result), got {level:,}")
+    return level
+
+
+def start_levels(n_stations, s0, name="s0"):
+    """Number of levels (highest occupied + 1) of a start, without allocating it."""
+    if s0 is None:
+        return 1
+    if _is_scalar(s0):
+        return _start_level(s0, name) + 1
+    levels = int(check_s0(s0, name).size)
+    if levels > MAX_LEVEL + 1:
+        raise ValueError(f"{name} must have at most {MAX_LEVEL + 1:,} levels (its highest "
+                         f"occupied level at most {MAX_LEVEL:,}), got {levels:,}")
+    return levels
+
+
+def run_bytes(n_stations, levels, rows, systems, *, track=False, results=0):
+    """Estimated peak memory (bytes) of a run.
+
+    ``systems`` Systems of ``n_stations`` stations alive at once (threads), each with
+    ``levels`` levels (sorted queues, five level arrays of int64 or float64 with room
+    for twice the levels), ``rows`` per-batch rows of ``levels`` entries kept (the rows
+    of s and of the longest-queue tail, and their stacked copies: four arrays of
+    float64), and ``results`` results of :data:`RESULT_BYTES` each.
+    """
+    item = np.dtype(level_dtype(int(levels))).itemsize
+    per_system = n_stations * (item + (8 if track else 0)) + 40 * max(128, 2 * (levels + 1))
+    return systems * per_system + 32 * rows * levels + RESULT_BYTES * results
+
+
+def check_run_memory(n_stations, levels, rows, systems, *, name, what, track=False,
+                     results=0):
+    """Raise a ValueError naming ``name`` when :func:`run_bytes` exceeds the budget."""
+    need = run_bytes(n_stations, levels, rows, systems, track=track, results=results)
+    budget = memory_budget()
+    if need > budget:
+        raise ValueError(
+            f"{name}: {what} needs about {need / 2**30:.3g} GiB ({n_stations:,} "
+            f"stations x {systems} at once, {levels:,} levels, {rows:,} recorded rows), "
+            f"more than the {budget / 2**30:.3g} GiB (half this machine's memory, at "
+            f"most 16 GiB) one call may use; {_advice(name)}")
+    return need
+
+
+def _advice(name):
+    return {"s0": "start lower (a smaller level or fewer levels)",
+            "n_replications": "use fewer replications (or fewer batches)",
+            "times": "use fewer observation times",
+            "start": "use start='empty'"}.get(name, "use a smaller run")
+
+
 def initial_counts(n_stations, s0, name="s0"):
     """Counts cnt[k] = #stations with >= k jobs from None, an int level or fractions."""
     if s0 is None:
         return np.array([n_stations], dtype=np.int64)
-    if isinstance(s0, (numbers.Number, np.generic)) or (
-            isinstance(s0, np.ndarray) and s0.ndim == 0):
-        # One rule for scalars (_validation.check_int): an integer, NumPy integer or 0-d
-        # integer array is a level; anything else (3.5, 3.0, True) is refused.
-        level = check_int(s0, name, minimum=0,
-                          what="a level: every station starts with that many jobs; "
-                               "or pass tail fractions as a 1-D array with s0[0] = 1")
-        if level >= 2_000_000_000:
-            raise ValueError(f"{name} as a level must be below 2e9 jobs, got {level}")
+    if _is_scalar(s0):
+        level = _start_level(s0, name)
         return np.full(level + 1, n_stations, dtype=np.int64)
     s = check_s0(s0, name)
+    if s.size > MAX_LEVEL + 1:
+        raise ValueError(f"{name} must have at most {MAX_LEVEL + 1:,} levels (its highest "
+                         f"occupied level at most {MAX_LEVEL:,}), got {s.size:,}")
     cnt = np.rint(s * n_stations).astype(np.int64)
     cnt[0] = n_stations
     nz = np.flatnonzero(cnt > 0)
@@ -87,7 +171,9 @@ class System:
         self.lam = lam
         self.p = p
         top = len(cnt0) - 1
-        cap = max(64, 2 * (top + 2))
+        # room for levels above the start: the kernels check it once per block of
+        # events, so ample room means long blocks (it never changes a result)
+        cap = max(128, 2 * (top + 2))
         self.cnt = np.zeros(cap, dtype=np.int64)
         self.cnt[: top + 1] = cnt0
         # Stations with exactly k jobs, in sorted position (one pass, not one per level:
@@ -106,6 +192,10 @@ class System:
         self.a_thr, self.l_thr = _k.event_thresholds(lam, p)
         self.rng = np.asarray(rng_state, dtype=np.uint64).copy()
         self.track = bool(track)
+        # Large systems draw their random numbers ahead and prefetch the queue entries
+        # (_kernels.run_events_ahead); the path is the same as with run_events.
+        self.ring = (np.zeros(2 * _k.AHEAD, dtype=np.uint64)
+                     if not self.track and n_stations >= _k.AHEAD_STATIONS else None)
         if self.track:
             if shuffle_rng is not None:
                 self.perm = shuffle_rng.permutation(n_stations).astype(np.int32)
@@ -154,6 +244,10 @@ class System:
                                              self.cnt, self.acc, self.tacc, self.scal,
                                              self.rng, self.level_max, self.perm,
                                              self.pos)
+            elif self.ring is not None:
+                done = _k.run_events_ahead(step, self.a_thr, self.l_thr, self.L,
+                                           self.cnt, self.acc, self.tacc, self.scal,
+                                           self.rng, self.level_max, self.ring)
             else:
                 done = _k.run_events(step, self.a_thr, self.l_thr, self.L, self.cnt,
                                      self.acc, self.tacc, self.scal, self.rng,

@@ -62,13 +62,25 @@ that the accumulators stay far from int64 overflow.
 
 Speed
 -----
-:func:`run_events` branches only on the loop's own checks (events left, room for one more
-level): the three event types and the update of M are written as selections, because in
-small systems M changes every few events and a mispredicted branch costs more than the
-arithmetic it saves.  ``bench/bench_simulation.py``
-measures it.  The three kernels that do the work are compiled with ``nogil=True``: they
-release the GIL, so independent chains run in parallel in threads
-(:func:`qtheory.simulate` with ``n_chains``, :func:`qtheory.replicate`).
+What limits the event loop was measured (``bench/bench_simulation.py`` prints the
+figures; no hardware counters are available on the benchmark machine, so the evidence
+is the generated assembly and timings of variants of the loop with one part removed at a
+time): the loop is bound by the number of instructions it issues, not by memory
+latency, except for large N, where the random read ``L[j]`` misses the first-level
+cache.  So :func:`run_events` keeps the instruction count small: an arrival is read
+from the low word ``lo`` directly (``lo >> 1 < a_thr`` is ``lo < 2 a_thr``), the check
+for room for one more level is made once per block of events (the top level rises by at
+most one per event), and the update of the longest queue M, which changes at a few
+percent of the events at most (3.5% at N = 100, less for larger N), is a branch that is
+almost never taken.  Two chains advanced in one loop do not help a loop bound by its
+instruction count (measured: no gain at N = 1e2 and 1e4, a loss at 1e6).  For large N
+(:data:`AHEAD_STATIONS` and more) :func:`run_events_ahead` draws the random numbers
+:data:`AHEAD` events ahead into a ring and asks the processor to prefetch the queue
+entries they will read, which hides the cache misses; the sequence of numbers consumed,
+and so every result, is the same as with :func:`run_events`.  The kernels that do the
+work are compiled with ``nogil=True``: they release the GIL, so independent chains run
+in parallel in threads (:func:`qtheory.simulate` with ``n_chains``,
+:func:`qtheory.replicate`).
 
 References: Tsitsiklis and Xu (2012), Section 4 (the uniformized construction);
 uniformization: Jensen (1953), Stewart (1994) Ch. 8; generator: Blackman and Vigna,
@@ -83,7 +95,7 @@ from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ._numba import jit
@@ -100,7 +112,15 @@ _ONE = _U(1)
 # Indices into the small int64 "scalars" array that carries the state between chunks.
 TOP = 0        # current top level (longest queue)
 CLOCK = 1      # step clock within the current accumulation window
-NSCAL = 2
+RPOS = 2       # run_events_ahead: next slot of the ring of drawn numbers
+RFILL = 3      # run_events_ahead: 1 once the ring holds the next AHEAD numbers
+NSCAL = 4
+
+# run_events_ahead: numbers drawn ahead (a power of two), and the number of stations
+# from which the simulator uses it (below, the levels L fit in the first-level cache and
+# the prefetches cost more than they save: measured crossover 1e5 to 3e5 stations).
+AHEAD = 16
+AHEAD_STATIONS = 1 << 18
 
 
 def event_thresholds(lam, p):
@@ -138,6 +158,25 @@ def _mul128(typingctx, a, b):
         hi = builder.trunc(builder.lshr(prod, ir.Constant(i128, 64)), ir.IntType(64))
         lo = builder.trunc(prod, ir.IntType(64))
         return context.make_tuple(builder, signature.return_type, (hi, lo))
+
+    return sig, codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the processor to bring ``arr[idx]`` into the cache (no effect on results)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        # read access, high temporal locality, data cache
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -183,6 +222,39 @@ def _move(L, cnt, acc, tacc, b, level, idx, c, d, clock, top):
     return top + dt
 
 
+@jit(inline="always")
+def _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top):
+    """One event from the low word ``lo`` and position ``j`` of its random number.
+
+    The three event types without a branch.  A central token acts on the first station
+    of the top block (k = top, a = 0); an arrival (a = 1) moves the last station of level
+    k's block to k + 1; a token moves the first station of level k's block to k - 1
+    (d = -1), or nothing when k = 0 (d = 0: the write below then stores 0 into L[0],
+    which already holds 0).  Returns (idx, new cnt[idx]) for the caller's check of the
+    top level.
+    """
+    k = np.int64(L[j])
+    k = top if (lo >> _ONE) >= l_thr else k  # (l_thr = 2**63 when p = 0: no doubling)
+    a = np.int64(lo < a2)
+    d = a - (np.int64(k > 0) & (a ^ 1))
+    idx = k + a
+    c = cnt[_U(idx)]
+    L[_U(n - c - a)] = k + d
+    acc[_U(idx)] += d * clock
+    cnt[_U(idx)] = c + d
+    return idx, c + d
+
+
+@jit(inline="always")
+def _new_top(idx, c_new, tacc, clock, top):
+    """The longest queue after an event that raised it (idx = top + 1) or emptied its
+    level (c_new = 0); its indicator integral gets +-clock by parts (module docstring)."""
+    up = np.int64(idx > top)
+    dt = up - np.int64(c_new == 0)
+    tacc[_U(top + up)] += dt * clock
+    return top + dt
+
+
 @jit(nogil=True)
 def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
     """Advance the uniformized chain by up to ``n_events`` events (no station identities).
@@ -219,6 +291,7 @@ def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
     """
     n = L.shape[0]
     nu = _U(n)
+    a2 = a_thr << _ONE  # lo >> 1 < a_thr  <=>  lo < 2 a_thr (a_thr < 2**62)
     limit = min(cnt.shape[0] - 2, level_max - 1)
     top = scal[TOP]
     clock = scal[CLOCK]
@@ -226,26 +299,80 @@ def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
     end = clock + n_events
     s0, s1, s2, s3 = rng[0], rng[1], rng[2], rng[3]
     while clock < end:
-        if top >= limit:
+        room = limit - top
+        if room <= 0:
             break
-        clock += 1
-        r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
-        j, lo = _mul128(r, nu)
-        v = lo >> _ONE
-        # The three event types without a branch.  A central token acts on the first
-        # station of the top block (k = top, a = 0); an arrival (a = 1) moves the last
-        # station of level k's block to k + 1; a token moves the first station of level
-        # k's block to k - 1 (d = -1), or nothing when k = 0 (d = 0: the write below
-        # then stores 0 into L[0], which already holds 0).
-        k = np.int64(L[j])
-        k = top if v >= l_thr else k
-        a = np.int64(v < a_thr)
-        d = a + (a - 1) * np.int64(k > 0)
-        idx = k + a
-        c = cnt[_U(idx)]
-        top = _move(L, cnt, acc, tacc, n - c - a, k + d, idx, c, d, clock, top)
+        # the top level rises by at most one per event: a block of `room` events
+        # cannot outgrow the arrays, so the loop below does not check it
+        stop = min(end, clock + room)
+        while clock < stop:
+            clock += 1
+            r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+            j, lo = _mul128(r, nu)
+            idx, c_new = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
+            if (idx > top) | (c_new == 0):  # rare: the longest queue changes
+                top = _new_top(idx, c_new, tacc, clock, top)
     scal[TOP] = top
     scal[CLOCK] = clock
+    _store(rng, s0, s1, s2, s3)
+    return clock - start
+
+
+@jit(nogil=True)
+def run_events_ahead(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max,
+                     ring):
+    """As :func:`run_events`, with the random numbers drawn :data:`AHEAD` events ahead.
+
+    The next ``AHEAD`` events' positions and low words wait in ``ring`` (uint64[2 AHEAD],
+    pairs (j, lo)), and the queue entry ``L[j]`` of each is prefetched when it is drawn,
+    so that the read finds it in the cache.  The generator state ``rng`` is then
+    ``AHEAD`` numbers ahead of the events done; ``scal[RFILL]`` says whether the ring is
+    filled and ``scal[RPOS]`` where the next event's pair is.  The events consume the
+    numbers in the order drawn, so the same seed gives the same path as
+    :func:`run_events`; a System uses one of the two for its whole run.
+
+    Parameters and returns as for :func:`run_events`, and ``ring`` (modified in place).
+    """
+    n = L.shape[0]
+    nu = _U(n)
+    a2 = a_thr << _ONE
+    limit = min(cnt.shape[0] - 2, level_max - 1)
+    top = scal[TOP]
+    clock = scal[CLOCK]
+    start = clock
+    end = clock + n_events
+    s0, s1, s2, s3 = rng[0], rng[1], rng[2], rng[3]
+    if scal[RFILL] == 0:
+        for q in range(AHEAD):
+            r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+            j, lo = _mul128(r, nu)
+            ring[2 * q] = j
+            ring[2 * q + 1] = lo
+            _prefetch(L, j)
+        scal[RPOS] = 0
+        scal[RFILL] = 1
+    pos = scal[RPOS]
+    while clock < end:
+        room = limit - top
+        if room <= 0:
+            break
+        stop = min(end, clock + room)
+        while clock < stop:
+            clock += 1
+            j = ring[2 * pos]
+            lo = ring[2 * pos + 1]
+            r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+            jn, lon = _mul128(r, nu)
+            ring[2 * pos] = jn
+            ring[2 * pos + 1] = lon
+            _prefetch(L, jn)
+            pos = (pos + 1) & (AHEAD - 1)
+            idx, c_new = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
+            if (idx > top) | (c_new == 0):
+                top = _new_top(idx, c_new, tacc, clock, top)
+    scal[TOP] = top
+    scal[CLOCK] = clock
+    scal[RPOS] = pos
     _store(rng, s0, s1, s2, s3)
     return clock - start
 

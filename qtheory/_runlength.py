@@ -23,7 +23,9 @@ from . import _linear_noise as _ln
 
 __all__ = ["DEFAULT_EVENTS_PER_SECOND", "LAG1_TARGET", "BIAS_FRACTION", "MIN_RELAXATIONS",
            "MIN_BATCH_EVENTS", "MM1_TAU_INT", "FINITE_N", "DENSE_LEVELS",
-           "events_per_second", "mm1_sigma2", "mm1_tau", "variance_model", "start_state",
+           "IDENTITY_RATIO_A", "IDENTITY_RATIO_B", "events_per_second", "mm1_sigma2",
+           "mm1_tau", "variance_model", "identity_model",
+           "start_distance", "start_levels", "start_state",
            "warmup_rule", "min_batch_length", "measured_time"]
 
 # Expected lag-1 autocorrelation of the batch means the plan aims at: b = tau / (2 * it).
@@ -132,22 +134,68 @@ def variance_model(n, lam, p):
                 model="linear-noise", fluid_mean=float(_inv.mean_queue_length(lam, p)))
 
 
-def start_state(n, lam, p, start):
-    """(s0 for simulate, l1 distance of the start from the fluid invariant state)."""
+# The identity estimator's variance relative to the plain one, an envelope of the ratios
+# measured by bench/identity_model.py (sigma^2 ratio <= 0.30 at N = 100, <= 0.065 at
+# N = 1000, <= 0.015 at N = 1e4 over lam in {0.7, 0.9, 0.95, 0.99}, p in {0.05, 0.1, 0.2,
+# 0.5}) with a margin of about 1.7: min(1, IDENTITY_RATIO_A * N**-IDENTITY_RATIO_B).
+IDENTITY_RATIO_A = 10.0
+IDENTITY_RATIO_B = 0.65
+
+
+def identity_model(n, lam, p):
+    """:func:`variance_model` of the identity estimator, for validated 0 < p < 1.
+
+    The identity estimator leaves out the fluctuations of the levels below the fluid
+    top; what it keeps (the longest queue's excursions below i*, the jobs above it) has
+    no closed-form variance.  The model is measured (``bench/identity_model.py``): its
+    sigma^2 is the plain model's times ``min(1, 10 N**-0.65)``, an envelope of the
+    measured ratios (they lie far below it at most points: 1e-3 at (0.99, 0.05),
+    N = 1e4); its correlation time is the plain model's, since at every batch length
+    measured the lag-1 autocorrelation of its batch values was at most that of the
+    plain batch means (within sampling error); its relaxation rate (the warm-up) is
+    the fluid one, the same as the plain average's: its transient from an empty start
+    decays with the same slowest mode (book/simulation.md measures it).
+    """
+    m = dict(variance_model(n, lam, p))
+    ratio = min(1.0, IDENTITY_RATIO_A * float(n) ** -IDENTITY_RATIO_B)
+    m["sigma2"] = m["sigma2"] * ratio
+    m["model"] = m["model"] + " x identity ratio"
+    m["identity_ratio"] = ratio
+    return m
+
+
+def start_distance(n, lam, p, start):
+    """l1 distance of the start from the fluid invariant state (the empty start: the
+    fluid mean; the invariant start: 0)."""
+    if start != "empty":
+        return 0.0
     if p == 0.0 or n == 1:
-        mean = lam / (1.0 - lam)
-    else:
-        mean = float(_inv.mean_queue_length(lam, p)) if lam > p else 0.0
-    if start == "empty":
-        return None, mean
+        return lam / (1.0 - lam)
+    return float(_inv.mean_queue_length(lam, p)) if lam > p else 0.0
+
+
+def _p0_top(n, lam):
+    # lam**i rounded to multiples of 1/N: the levels that hold a station
+    return max(int(math.floor(math.log(0.5 / n) / math.log(lam))), 0)
+
+
+def start_levels(n, lam, p, start):
+    """Number of levels of the start state, computed without building it."""
+    if start == "empty" or (p == 0.0 and lam == 0.0):
+        return 1
     if p == 0.0:
-        if lam == 0.0:
-            return None, 0.0
-        # lam**i rounded to multiples of 1/N: keep the levels that hold a station.
-        top = int(math.floor(math.log(0.5 / n) / math.log(lam)))
-        return lam ** np.arange(max(top, 0) + 1, dtype=np.float64), 0.0
+        return _p0_top(n, lam) + 1
+    return int(_inv.invariant_state(lam, p).size)
+
+
+def start_state(n, lam, p, start):
+    """s0 for simulate: None (empty) or the fluid invariant state's tail fractions."""
+    if start == "empty" or (p == 0.0 and lam == 0.0):
+        return None
+    if p == 0.0:
+        return lam ** np.arange(_p0_top(n, lam) + 1, dtype=np.float64)
     s = _inv.invariant_state(lam, p)
-    return (s if s.size > 1 else None), 0.0
+    return s if s.size > 1 else None
 
 
 def warmup_rule(mu, lam, d0, h):
@@ -158,8 +206,8 @@ def warmup_rule(mu, lam, d0, h):
         return 0.0, 0.0
     relax = 1.0 / mu
     m = MIN_RELAXATIONS
-    if d0 > 0.0:
-        m = max(m, math.log(d0 / (BIAS_FRACTION * h)))
+    if d0 > 0.0:  # in logs: h may be as small as the smallest double
+        m = max(m, math.log(d0) - math.log(BIAS_FRACTION) - math.log(h))
     return m * relax, relax
 
 
@@ -173,4 +221,6 @@ def measured_time(sigma2, n, h, n_batches, b_min):
     """(total measured time T, Student quantile t_{B-1, 0.975}): the shortest T with
     t sqrt(sigma2 / (N T)) <= h over B = n_batches batches, each at least b_min long."""
     tq = float(stats.t.ppf(0.975, n_batches - 1))
-    return max(sigma2 * (tq / h) ** 2 / n, n_batches * b_min), tq
+    ratio = tq / h  # inf rather than OverflowError for absurdly small h
+    need = sigma2 * ratio * ratio / n if sigma2 > 0.0 else 0.0
+    return max(need, n_batches * b_min), tq

@@ -157,7 +157,8 @@ def variance_model(n_stations, lam, p):
     return _runlength.variance_model(n, lam, p)
 
 
-_KEYS = ("n_stations", "lam", "p", "t_end", "warmup", "n_batches", "s0", "n_chains")
+_KEYS = ("n_stations", "lam", "p", "t_end", "warmup", "n_batches", "s0", "n_chains",
+         "estimator")
 
 
 @dataclass(frozen=True, repr=False)
@@ -166,8 +167,8 @@ class RunPlan(Mapping):
 
     A frozen dataclass that is also a read-only mapping of exactly the keyword arguments
     of :func:`qtheory.simulate` it fixes (``n_stations``, ``lam``, ``p``, ``t_end``,
-    ``warmup``, ``n_batches``, ``s0``, ``n_chains``), so ``simulate(**plan, seed=1)`` runs
-    it.  The seed is not part of the plan; ``workers`` neither (it never changes a
+    ``warmup``, ``n_batches``, ``s0``, ``n_chains``, ``estimator``), so
+    ``simulate(**plan, seed=1)`` runs it.  The seed is not part of the plan; ``workers`` neither (it never changes a
     result).
 
     Attributes
@@ -211,6 +212,14 @@ class RunPlan(Mapping):
         Rate of one core used for ``expected_seconds`` (see :func:`events_per_second`).
     expected_seconds : float
         ``expected_events / (events_per_second * min(n_chains, cores))``.
+    estimator : str
+        The estimator planned for: ``"plain"`` (the time average) or ``"identity"``
+        (through the exact identity; see :func:`qtheory.simulate`).
+    estimator_note : str
+        Why: the predicted variances compared, or why the identity is not used.
+    asymptotic_variance_plain, asymptotic_variance_identity : float
+        The predicted :math:`\sigma^2` of each estimator (NaN where the identity is not
+        defined).
     """
 
     n_stations: int
@@ -233,6 +242,10 @@ class RunPlan(Mapping):
     expected_events: float
     events_per_second: float
     expected_seconds: float
+    estimator: str = "plain"
+    estimator_note: str = ""
+    asymptotic_variance_plain: float = math.nan
+    asymptotic_variance_identity: float = math.nan
 
     # Mapping protocol: only simulate's keyword arguments.
     def __getitem__(self, key):
@@ -276,6 +289,7 @@ class RunPlan(Mapping):
             f"  {self.n_chains} chain(s) x {self.n_batches} batches of length "
             f"{fmt_t(self.batch_length)} (correlation time {self.correlation_time:.4g}); "
             f"t_end = {fmt_t(self.t_end)}",
+            f"  estimator: {self.estimator} ({self.estimator_note})",
             f"  variance model: {self.variance_model}, sigma^2 = "
             f"{self.asymptotic_variance:.4g}; predicted half-width "
             f"{self.predicted_half_width:.3g}",
@@ -288,19 +302,61 @@ class RunPlan(Mapping):
         return (f"RunPlan(n_stations={self.n_stations}, lam={self.lam!r}, p={self.p!r}, "
                 f"t_end={self.t_end:.6g}, warmup={self.warmup:.6g}, "
                 f"n_batches={self.n_batches}, n_chains={self.n_chains}, "
-                f"start={self.start!r}, predicted_half_width="
+                f"start={self.start!r}, estimator={self.estimator!r}, "
+                f"predicted_half_width="
                 f"{self.predicted_half_width:.4g}, expected_events="
                 f"{self.expected_events:.4g})")
 
 
 def _check_start(start):
-    if start not in ("empty", "invariant"):
+    if not isinstance(start, str) or start not in ("empty", "invariant"):
         raise ValueError(f"start must be 'empty' or 'invariant', got {start!r}")
     return start
 
 
-def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_chains=1,
-             max_lag1=_runlength.LAG1_TARGET, calibrate=True):
+def _check_estimator(estimator):
+    if not isinstance(estimator, str) or estimator not in ("auto", "plain", "identity"):
+        raise ValueError(f"estimator must be 'auto', 'plain' or 'identity', got "
+                         f"{estimator!r}")
+    return estimator
+
+
+def _choose(n, lam, p, estimator):
+    """(name, model dict, note, sigma2 plain, sigma2 identity) for the plan."""
+    plain = _runlength.variance_model(n, lam, p)
+    valid = _identity_defined(p)
+    ident = _runlength.identity_model(n, lam, p) if valid else None
+    s2i = ident["sigma2"] if ident else math.nan
+    if estimator == "identity":
+        if not valid:
+            raise ValueError(f"estimator='identity' needs 0 < p < 1 (a fluid top level), "
+                             f"got p = {p!r}; use 'plain' or 'auto'")
+        return "identity", ident, "asked for", plain["sigma2"], s2i
+    if estimator == "plain":
+        return "plain", plain, "asked for", plain["sigma2"], s2i
+    if not valid:
+        why = "p = 0: no fluid top level" if p == 0.0 else "p = 1: no identity"
+        return "plain", plain, f"auto; the identity is not defined ({why})", \
+            plain["sigma2"], s2i
+    if lam <= p or n == 1:
+        why = ("lam <= p: the fluid top level is 0 and the identity is the plain "
+               "average" if lam <= p else "a single station: an M/M/1 queue")
+        return "plain", plain, f"auto; {why}", plain["sigma2"], s2i
+    if ident["sigma2"] < plain["sigma2"]:
+        return "identity", ident, (f"auto: predicted sigma^2 {ident['sigma2']:.3g} "
+                                   f"against {plain['sigma2']:.3g} for the plain "
+                                   f"average"), plain["sigma2"], s2i
+    return "plain", plain, (f"auto: predicted sigma^2 {plain['sigma2']:.3g} against "
+                            f"{ident['sigma2']:.3g} for the identity"), plain["sigma2"], s2i
+
+
+def _identity_defined(p):
+    return 0.0 < p < 1.0
+
+
+def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
+             n_chains=None, max_lag1=_runlength.LAG1_TARGET, calibrate=True,
+             estimator="auto"):
     r"""Plan a simulation that estimates the mean queue length to a given 95% half-width.
 
     Parameters
@@ -322,9 +378,12 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     n_batches : int, optional
         Total number of batches over all chains, >= 2 (default 20); each chain gets
         ``ceil(n_batches / n_chains)`` (at least 2).
-    n_chains : int, optional
-        Independent chains, >= 1 (default 1), each with its own warm-up;
-        ``simulate(**plan)`` runs them in parallel on the available cores.
+    n_chains : None or int, optional
+        Independent chains, >= 1, each with its own warm-up; ``simulate(**plan)`` runs
+        them in parallel on the available cores.  ``None`` (default): one per core
+        available to this process (:func:`os.sched_getaffinity`), so that a planned run
+        uses every core; the plan, and so the result for a given seed, then depends on
+        the machine: pass an integer for a plan that does not.
     max_lag1 : float, optional
         Expected lag-1 autocorrelation of the batch means the batch length aims at,
         ``0 < max_lag1 <= 0.1`` (default 0.05): batches of at least
@@ -336,6 +395,14 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
         Measure this machine's event rate once per process for ``expected_seconds``
         (about 0.2 s; see :func:`events_per_second`).  False uses the cached or default
         rate.
+    estimator : {"auto", "plain", "identity"}, optional
+        The estimator of the mean queue length the run is planned for: its variance
+        model sets the run length and its correlation time the batch length
+        (:func:`qtheory._runlength.identity_model` for the identity).  ``"auto"``
+        (default): the one with the smaller predicted variance where the identity is
+        defined and differs from the plain average (``0 < p < 1``, ``lam > p``,
+        ``N >= 2``), else the plain average; the plan says which and why
+        (``estimator``, ``estimator_note``).
 
     Returns
     -------
@@ -345,14 +412,19 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     Raises
     ------
     ValueError
-        If a parameter is out of range (named in the message), or if the plan would need
-        more events than :func:`qtheory.simulate` accepts in one call (1e12 per chain;
-        the message names ``half_width`` and the cost).
+        If a parameter is out of range (named in the message), ``estimator`` is not one
+        of the names above (or ``"identity"`` with ``p = 0`` or ``p = 1``), the plan
+        would need more events than :func:`qtheory.simulate` accepts in one call (1e12
+        per chain; the message names ``half_width`` and the cost, also for a half-width
+        so small that the count overflows), or ``start="invariant"`` needs more memory
+        than a call may use (``p = 0`` close to ``lam = 1``: about log(2N)/(1 - lam)
+        levels; checked after the budget, before anything is allocated).
 
     Notes
     -----
     The recipe (module docstring): warm-up :math:`w = \max(3, \ln(d_0/(0.1h)))/\mu`;
-    batch length :math:`b \ge \tau/(2\,\text{max\_lag1}) = 10\tau` by default
+    batch length :math:`b \ge \tau/(2\,\text{max\_lag1}) = 10\tau` by default,
+    with the correlation time :math:`\tau` of the planned estimator,
     (expected lag-1 autocorrelation about 0.05) and at least 1000 events; measured time :math:`T` per chain such that
     :math:`t_{B-1,0.975}\sqrt{\sigma^2/(N\,k\,T)} \le h` with ``k`` chains and
     ``B = k * n_batches`` batches, and :math:`T \ge` ``n_batches`` :math:`b`.
@@ -382,18 +454,23 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
     n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
     if n_batches > 10**6:
         raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
-    k = check_positive_int(n_chains, "n_chains")
-    if k > 10**4:
-        raise ValueError(f"n_chains must be an integer in [1, 1e4], got {k}")
+    if n_chains is None:
+        k = _engine.available_cores()
+    else:
+        k = check_positive_int(n_chains, "n_chains")
+        if k > 10**4:
+            raise ValueError(f"n_chains must be None (one per core) or an integer in "
+                             f"[1, 1e4], got {k}")
     max_lag1 = check_real(max_lag1, "max_lag1", low=0.0, low_open=True, high=0.1)
     if not isinstance(calibrate, (bool, np.bool_)):
         raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
+    estimator = _check_estimator(estimator)
 
-    model = _runlength.variance_model(n, lam, p)
+    name, model, note, s2_plain, s2_ident = _choose(n, lam, p, estimator)
     mu = model["relaxation_rate"]
     tau = model["correlation_time"]
     sigma2 = model["sigma2"]
-    s0, d0 = _runlength.start_state(n, lam, p, start)
+    d0 = _runlength.start_distance(n, lam, p, start)
 
     rate = n * (1.0 + lam)
     warmup, relax = _runlength.warmup_rule(mu, lam, d0, h)
@@ -413,10 +490,18 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
                f"even the shortest valid run (warm-up {warmup:.3g} and {b_per_chain} "
                f"batches of 10 correlation times, {floor_events:.3g} events) is too "
                f"long at N = {n}: no half_width helps; use fewer stations")
+        need = (f"about {k * events_chain:.3g} events ({events_chain:.3g} per chain, "
+                f"t_end = {t_end:.3g})" if math.isfinite(events_chain) else
+                "more events than double precision counts")
         raise ValueError(
-            f"half_width = {h:g} needs about {k * events_chain:.3g} events "
-            f"({events_chain:.3g} per chain, t_end = {t_end:.3g}): more than the "
+            f"half_width = {h:g} needs {need}: more than the "
             f"{_engine.MAX_EVENTS:.0e} per chain that simulate accepts; {why}")
+    # The start state only now, after the budget check: the rounded invariant state
+    # of p = 0 has about log(2N)/(1 - lam) levels, checked against the memory budget.
+    levels = _runlength.start_levels(n, lam, p, start)
+    _engine.check_run_memory(n, levels, B, min(k, _engine.available_cores()),
+                             name="start", what=f"start='{start}' ({levels:,} levels)")
+    s0 = _runlength.start_state(n, lam, p, start)
     pred = tq * math.sqrt(sigma2 / (n * T_total)) if sigma2 > 0 else 0.0
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain
@@ -429,4 +514,7 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20, n_c
         asymptotic_variance=float(sigma2), variance_model=model["model"],
         fluid_mean=float(model["fluid_mean"]), expected_events=float(expected_events),
         events_per_second=float(eps), expected_seconds=float(seconds),
+        estimator=name, estimator_note=note,
+        asymptotic_variance_plain=float(s2_plain),
+        asymptotic_variance_identity=float(s2_ident),
     )

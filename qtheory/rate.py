@@ -827,8 +827,11 @@ def rate_witness_simulated(n_stations, lam, p, *, half_width, seed=None,
     progress = check_flag(progress, "progress", allow_none=True)
     ss = check_seed(seed)
     sa, sb = ss.spawn(2)
+    # one chain and the plain average: the witness reads the time averages of every
+    # level (not only the mean), so the plan must not depend on the cores or on the
+    # estimator plan_run would choose by default
     plan = plan_run(n, lam, p, half_width=half_width, start="empty", n_batches=n_batches,
-                    calibrate=False)
+                    n_chains=1, estimator="plain", calibrate=False)
     warm, meas = plan.warmup, plan.t_end - plan.warmup
     tau_agg = 1.0 / (n * (1.0 - math.sqrt(lam)) ** 2) if lam > 0 else 0.0
     stretch = 1.0

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from . import _engine, _runlength
+from . import _identity as _id
 from . import _invariant as _inv
 from ._validation import (
     check_flag,
@@ -41,6 +42,7 @@ from ._validation import (
     unwrap_scalar,
 )
 from .statistics import (
+    BatchMeansSummary,
     batch_means,
     correlation_threshold,
     lag1_autocorrelation,
@@ -58,11 +60,18 @@ __all__ = [
 
 # Largest per-station record sample_path(per_station=True) will allocate (entries).
 _MAX_STATION_RECORD = 50_000_000
+# Most observation times of sample_path: each costs a step of Python (a few
+# microseconds) and a row of the record.
+_MAX_TIMES = 1_000_000
 # A progress bar appears by default (scripts and notebooks) for runs expected to take
 # longer than this many seconds (at events_per_second per core, qtheory._runlength).
 _AUTO_PROGRESS_SECONDS = 10.0
 # Runs with more events than this calibrate the event rate before deciding.
 _CALIBRATE_EVENTS = 3e8
+# Fewer batches than this in all (chains times batches) get a warning: the t quantile
+# and the uncertainty of the half-width grow fast below it (t_{9, 0.975} = 2.26, the
+# half-width uncertain by about 24%; with 2 batches t = 12.7 and about 100%).
+_MIN_BATCHES_WARN = 10
 
 
 class SimulationWarning(UserWarning):
@@ -112,6 +121,25 @@ class SimulationResult:
     n_chains : int
         Independent chains pooled (1 unless ``simulate(n_chains=...)``); the batch
         arrays hold ``n_chains * n_batches`` rows, chain after chain.
+    estimator : str
+        The estimator the run was made for (``simulate(estimator=...)``, or the plan's):
+        ``"plain"`` or ``"identity"``; :attr:`best` and the warnings follow it.
+    identity_mean_queue_length : float
+        The mean queue length estimated through the exact identity
+        (:mod:`qtheory._identity`): :math:`v^I_1` plus the measured deficits below the
+        fluid top level :math:`i^*`, from the time fractions of :math:`\{M < i\}`,
+        plus the time-average jobs per station above :math:`i^*`.  Unbiased in
+        stationarity like the plain average, with a much narrower interval where the top
+        level is well populated; never below :math:`v^I_1`.  NaN for ``p = 0`` and
+        ``p = 1`` (for ``lam <= p``, :math:`i^* = 0`, it equals the plain average).
+    identity_ci : tuple of float
+        Its 95% batch-means interval (Student t over the same batches).
+    identity_lag1 : float
+        Lag-1 autocorrelation of its batch values (pairs within a chain).
+    batch_identity_mean_queue_length : ndarray of float64, shape (n_chains * n_batches,)
+        Its per-batch values (empty for ``p = 0`` or ``p = 1``).
+    identity_top_level : int
+        :math:`i^*` used by the identity (-1 when it is not defined).
     """
 
     n_stations: int
@@ -135,11 +163,61 @@ class SimulationResult:
     lag1: float
     warnings: list = field(default_factory=list)
     n_chains: int = 1
+    estimator: str = "plain"
+    identity_mean_queue_length: float = math.nan
+    identity_ci: tuple = (math.nan, math.nan)
+    identity_lag1: float = math.nan
+    batch_identity_mean_queue_length: np.ndarray = field(
+        default_factory=lambda: np.empty(0))
+    identity_top_level: int = -1
 
     @property
     def half_width(self):
-        """Half-width of the 95% interval for the mean queue length."""
+        """Half-width of the 95% interval for the mean queue length (plain average)."""
         return (self.ci[1] - self.ci[0]) / 2.0
+
+    @property
+    def identity_half_width(self):
+        """Half-width of the 95% interval of the identity estimate (NaN if undefined)."""
+        return (self.identity_ci[1] - self.identity_ci[0]) / 2.0
+
+    def estimate(self, estimator=None):
+        """The estimate of the mean queue length by one estimator, with its interval.
+
+        Parameters
+        ----------
+        estimator : {None, "plain", "identity"}, optional
+            ``None`` (default): :attr:`estimator`, the one the run was made for.
+
+        Returns
+        -------
+        qtheory.statistics.BatchMeansSummary
+            ``mean``, ``ci``, ``half_width``, ``level`` (0.95), ``n_batches`` (all
+            chains) and ``lag1``.
+
+        Raises
+        ------
+        ValueError
+            If ``estimator`` is not one of these, or is ``"identity"`` where the
+            identity is undefined (``p = 0`` or ``p = 1``).
+        """
+        name = self.estimator if estimator is None else estimator
+        if name not in ("plain", "identity"):
+            raise ValueError(f"estimator must be None, 'plain' or 'identity', got "
+                             f"{estimator!r}")
+        nb = self.n_chains * self.n_batches
+        if name == "plain":
+            return BatchMeansSummary(self.mean_queue_length, self.ci, self.half_width,
+                                     0.95, nb, self.lag1)
+        if self.identity_top_level < 0:
+            raise ValueError(f"the identity estimator needs 0 < p < 1, got p = {self.p!r}")
+        return BatchMeansSummary(self.identity_mean_queue_length, self.identity_ci,
+                                 self.identity_half_width, 0.95, nb, self.identity_lag1)
+
+    @property
+    def best(self):
+        """:meth:`estimate` of the estimator the run was made for."""
+        return self.estimate()
 
     def summary(self):
         """A few lines describing the run and its estimates (str)."""
@@ -150,7 +228,16 @@ class SimulationResult:
             + (f"{self.n_chains} chains x " if self.n_chains > 1 else "")
             + f"{self.n_batches} batches, {self.n_events:,} events",
             f"  mean queue length per station: {self.mean_queue_length:.5g}  "
-            f"(95% CI {self.ci[0]:.5g} .. {self.ci[1]:.5g})",
+            f"(95% CI {self.ci[0]:.5g} .. {self.ci[1]:.5g})"
+            + (" [plain time average]" if self.identity_top_level >= 0 else ""),
+        ]
+        if self.identity_top_level >= 0:
+            lines.append(
+                f"  through the identity:          {self.identity_mean_queue_length:.5g}  "
+                f"(95% CI {self.identity_ci[0]:.5g} .. {self.identity_ci[1]:.5g}), "
+                f"lag-1 {self.identity_lag1:.3f}"
+                + ("  <- planned estimator" if self.estimator == "identity" else ""))
+        lines += [
             f"  levels occupied: {len(self.s) - 1}, "
             f"lag-1 correlation of batch means: {self.lag1:.3f}",
         ]
@@ -163,7 +250,9 @@ class SimulationResult:
             f"SimulationResult(n_stations={self.n_stations}, lam={self.lam!r}, "
             f"p={self.p!r}, t_end={self.t_end!r}, warmup={self.warmup!r}, "
             f"mean_queue_length={self.mean_queue_length:.6g}, "
-            f"ci=({self.ci[0]:.6g}, {self.ci[1]:.6g}), n_events={self.n_events}, "
+            f"ci=({self.ci[0]:.6g}, {self.ci[1]:.6g}), "
+            f"identity_mean_queue_length={self.identity_mean_queue_length:.6g}, "
+            f"estimator={self.estimator!r}, n_events={self.n_events}, "
             f"warnings={len(self.warnings)})"
         )
 
@@ -321,16 +410,38 @@ def _theory(n_stations, lam, p):
 
 
 def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, counts,
-              summ, lag1):
-    """The reliability messages of a run (see simulate's Warns section)."""
+              summ, lag1, estimator="plain", plain=None):
+    """The reliability messages of a run (see simulate's Warns section).
+
+    ``summ`` and ``lag1`` are those of the estimator the run was made for; ``plain`` the
+    plain average's summary (for the lower-bound check; ``summ`` when omitted).
+    """
     msgs = []
+    plain = summ if plain is None else plain
     batch_len = (t_end - warmup) / n_batches
     thr = correlation_threshold(n_chains * (n_batches - 1) + 1)
+    what = ("the batch means" if estimator == "plain" else
+            "the batch values of the identity estimate")
     if np.isfinite(lag1) and lag1 > thr:
         msgs.append(
-            f"the batch means are correlated (lag-1 autocorrelation {lag1:.2f} > "
+            f"{what} are correlated (lag-1 autocorrelation {lag1:.2f} > "
             f"{thr:.2f}): the confidence interval is too narrow; run longer (longer "
             f"batches)"
+        )
+    total_batches = n_chains * n_batches
+    if total_batches < _MIN_BATCHES_WARN:
+        tq = float(stats.t.ppf(0.975, total_batches - 1))
+        msgs.append(
+            f"only {total_batches} batches in all: the t-interval uses the quantile "
+            f"t = {tq:.3g} and its half-width is itself uncertain by about "
+            f"{100.0 / math.sqrt(2.0 * (total_batches - 1)):.0f}%; use at least "
+            f"{_MIN_BATCHES_WARN} batches (n_batches, n_chains)"
+        )
+    if summ.ci[0] < 0.0 <= summ.mean:
+        msgs.append(
+            f"the 95% interval ({summ.ci[0]:.4g}, {summ.ci[1]:.4g}) reaches below 0, "
+            f"where no mean queue length lies: the batches vary too much for this "
+            f"number of them; run longer or use more batches"
         )
     if (p == 0.0 or n_stations == 1) and lam > 0.0:
         tau = mm1_relaxation_time(lam)
@@ -351,6 +462,8 @@ def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, coun
     elif lam > p:
         th = _theory(n_stations, lam, p)
         mu, tau = th["relaxation_rate"], th["correlation_time"]
+        if estimator == "identity":
+            tau = _runlength.identity_model(n_stations, lam, p)["correlation_time"]
         s_inv = _inv.invariant_state(lam, p)
         s_start = cnt0 / float(n_stations)
         w = max(s_inv.size, s_start.size)
@@ -393,9 +506,10 @@ def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, coun
             )
     if lam > 0.0 and lam > p:
         v_inv = lam / (1.0 - lam) if p == 0.0 else float(_inv.mean_queue_length(lam, p))
-        if summ.ci[1] < v_inv * (1.0 - 1e-12):
+        if plain.ci[1] < v_inv * (1.0 - 1e-12):
             msgs.append(
-                f"the whole 95% interval ({summ.ci[0]:.5g}, {summ.ci[1]:.5g}) lies below "
+                f"the whole 95% interval ({plain.ci[0]:.5g}, {plain.ci[1]:.5g}) of the "
+                f"plain average lies below "
                 f"the fluid value v^I_1 = {v_inv:.6g}, which the mean queue length of no "
                 f"finite system can be below in expectation (E[v^N_1] >= v^I_1, the "
                 f"lower bound of the steady-state chapter): the run is too short for its "
@@ -410,8 +524,13 @@ def _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0, coun
     return msgs
 
 
-def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, counts):
-    """Pool the batches of one or more chains into a SimulationResult (no warning)."""
+def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, counts,
+              estimator="plain"):
+    """Pool the batches of one or more chains into a SimulationResult (no warning).
+
+    Both estimators are formed from the same batches; ``estimator`` (checked: "plain",
+    or "identity" where it is defined) is the one the warnings judge.
+    """
     n_chains = len(chains)
     rows_s = [r for c in chains for r in c[0]]
     rows_tail = [r for c in chains for r in c[1]]
@@ -432,8 +551,20 @@ def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, co
     tq = float(stats.t.ppf(0.975, nb - 1))
     s_hw = tq * bs.std(axis=0, ddof=1) / math.sqrt(nb)  # one vectorized pass, any levels
     s_hw[0] = 0.0
-    msgs = _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0,
-                     counts, summ, lag1)
+    ident = {}
+    if _id.identity_valid(lam, p):
+        bid = _id.identity_batches(lam, p, bs, btail)[0]
+        isumm = batch_means(bid)
+        ident = dict(identity_mean_queue_length=float(isumm.mean), identity_ci=isumm.ci,
+                     identity_lag1=_pooled_lag1(bid, n_chains),
+                     batch_identity_mean_queue_length=bid,
+                     identity_top_level=_id.identity_top_level(lam, p))
+    if estimator == "identity":
+        msgs = _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0,
+                         counts, isumm, ident["identity_lag1"], "identity", summ)
+    else:
+        msgs = _diagnose(n_stations, lam, p, t_end, warmup, n_batches, n_chains, cnt0,
+                         counts, summ, lag1)
     return SimulationResult(
         n_stations=n_stations, lam=lam, p=p, t_end=t_end, warmup=warmup,
         n_batches=n_batches, seed_entropy=ss.entropy,
@@ -443,7 +574,7 @@ def _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains, co
         n_events=int(sum(c[2] for c in chains)),
         n_events_measured=int(counts.sum()), batch_s=bs,
         batch_longest_queue_tail=btail, batch_mean_queue_length=bmean,
-        lag1=lag1, warnings=msgs, n_chains=n_chains,
+        lag1=lag1, warnings=msgs, n_chains=n_chains, estimator=estimator, **ident,
     )
 
 
@@ -458,15 +589,77 @@ def _check_run(n_stations, lam, p, t_end, warmup, n_batches, progress, copies, n
     progress = check_flag(progress, "progress", allow_none=True)
     if n_batches > 10**6:
         raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
-    total = copies * n_stations * (1.0 + lam) * t_end
+    huge = copies >= 10**300  # beyond double precision: certainly too many
+    total = math.inf if huge else float(copies) * n_stations * (1.0 + lam) * t_end
     if total > _engine.MAX_TOTAL_EVENTS:
+        shown = "more than 1e300" if huge else (
+            f"{copies}" if copies < 10**6 else f"{float(copies):.3g}")
         raise ValueError(
-            f"{name} = {copies} runs of about N(1 + lam) t_end = "
+            f"{name} = {shown} runs of about N(1 + lam) t_end = "
             f"{n_stations * (1.0 + lam) * t_end:.3g} events each ask for {total:.3g} "
             f"events in all, more than the {_engine.MAX_TOTAL_EVENTS:.0e} accepted in one "
             f"call; "
             f"use a smaller {name} (or shorter runs)")
     return n_stations, lam, p, t_end, warmup, n_batches, progress
+
+
+def _check_memory(n_stations, s0, rows, systems, *, results=0, rows_name, count,
+                  per_count, track=False):
+    """Check, before anything is allocated or spawned, that a run fits in memory.
+
+    ``rows_name`` is the parameter that sets ``rows`` and ``results`` (``count`` of it,
+    ``per_count`` rows each).  The parameter named in the error is the one whose share
+    of the estimate is largest: the start ``s0`` (its levels), ``rows_name``, or
+    ``workers`` (the systems alive at once); the message gives its largest value that
+    fits.
+    """
+    levels = _engine.start_levels(n_stations, s0)
+
+    def need(lv=levels, rw=rows, sy=systems, rs=results):
+        return _engine.run_bytes(n_stations, lv, rw, sy, track=track, results=rs)
+
+    budget = _engine.memory_budget()
+    if need() <= budget:
+        return levels
+    per_result = results // count if count else 0
+    shares = {"s0": need() - need(lv=1), rows_name: need() - need(rw=0, rs=0),
+              "workers": need() - need(sy=0)}
+    name = max(shares, key=shares.get)
+    if name == "s0":
+        unit = need(lv=2) - need(lv=1)
+        top = max(0, int((budget - need(lv=1)) // max(unit, 1)))
+        what = f"the start with {levels:,} levels"
+        fits = f"s0 may reach level {top:,} here"
+    elif name == "workers":
+        unit = need(sy=1) - need(sy=0)
+        top = max(0, int((budget - need(sy=0)) // max(unit, 1)))
+        what = f"{systems} systems of {n_stations:,} stations at once"
+        fits = f"at most {top} systems fit here (workers, n_chains)"
+    else:
+        unit = need(rw=per_count, rs=per_result) - need(rw=0, rs=0)
+        top = max(0, int((budget - need(rw=0, rs=0)) // max(unit, 1)))
+        what = f"{rows_name} = {count:,} ({rows:,} recorded rows of {levels:,} levels)"
+        fits = f"{rows_name} must be at most {top:,} here"
+    raise ValueError(
+        f"{name}: {what} needs about {need() / 2**30:.3g} GiB, more than the "
+        f"{budget / 2**30:.3g} GiB (half this machine's memory, at most 16 GiB) one "
+        f"call may use: {fits}")
+
+
+def _check_estimator(estimator, n_stations, lam, p):
+    """The estimator name ("plain" or "identity") a run is made for."""
+    if estimator is None:
+        return "plain"
+    if not isinstance(estimator, str) or estimator not in ("plain", "identity", "auto"):
+        raise ValueError(f"estimator must be None, 'plain', 'identity' or 'auto', got "
+                         f"{estimator!r}")
+    if estimator == "auto":
+        return ("identity" if _id.identity_valid(lam, p) and lam > p and n_stations >= 2
+                else "plain")
+    if estimator == "identity" and not _id.identity_valid(lam, p):
+        raise ValueError(f"estimator='identity' needs 0 < p < 1 (a fluid top level), "
+                         f"got p = {p!r}; use 'plain'")
+    return estimator
 
 
 def _auto_bar(progress, total_events, parallel, desc):
@@ -488,7 +681,7 @@ def _auto_bar(progress, total_events, parallel, desc):
 
 
 def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=None,
-             progress=None, n_chains=1, workers=None):
+             progress=None, n_chains=1, workers=None, estimator=None):
     r"""Simulate the N-station system and estimate its steady state by batch means.
 
     Simulates the exact continuous-time Markov chain on ``[0, t_end]`` from the initial
@@ -523,9 +716,11 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     n_batches : int, optional
         Number of batches per chain, B >= 2 (default 20).
     s0 : None, int or array_like of float, optional
-        Initial state: ``None`` (empty), an integer k >= 0 (every station holds k jobs;
-        Python or NumPy integer or 0-d integer array) or tail fractions ``s0``
-        (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
+        Initial state: ``None`` (empty), an integer k in [0, 1e6] (every station holds k
+        jobs; Python or NumPy integer or 0-d integer array) or tail fractions ``s0``
+        (``s0[0] == 1``, non-increasing, at most 1e6 + 1 levels), rounded to multiples
+        of 1/N.  Each level of the start costs memory in every chain and in every batch
+        of the result; queues may grow beyond 1e6 during the run.
     progress : bool or None, optional
         Show a tqdm progress bar (on stderr in scripts, a widget in notebooks).  ``None``
         (default): when the run is expected to take more than about 10 s at
@@ -538,13 +733,23 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
         Threads running the chains (the compiled kernel releases the GIL); ``None``
         (default): the number of cores available to this process.  Never changes a
         result.
+    estimator : None, "plain", "identity" or "auto", optional
+        The estimator of the mean queue length the run is made for: its interval is
+        the one the warnings judge and ``result.best`` returns.  Both are always
+        computed.  ``None`` or ``"plain"`` (default): the plain time average;
+        ``"identity"``: the estimate through the exact identity (needs ``0 < p < 1``);
+        ``"auto"``: the identity where it is defined and differs from the plain average
+        (``0 < p < 1``, ``lam > p``, ``N >= 2``), else plain.  A
+        :class:`qtheory.RunPlan` passes the estimator it was planned for.
 
     Returns
     -------
     SimulationResult
-        Inputs, ``s`` (shape (levels,)), ``mean_queue_length`` with ``ci``,
-        ``longest_queue_tail`` (shape (levels,)), ``n_events``, per-batch arrays (all
-        chains, chain after chain: shape (k B, levels)) and ``warnings``.
+        Inputs, ``s`` (shape (levels,)), ``mean_queue_length`` with ``ci`` (the plain
+        time average), ``identity_mean_queue_length`` with ``identity_ci`` (through the
+        identity), ``longest_queue_tail`` (shape (levels,)), ``n_events``, per-batch
+        arrays (all chains, chain after chain: shape (k B, levels)), ``estimator`` and
+        ``warnings``.
 
     Raises
     ------
@@ -553,8 +758,13 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
         ``p`` outside ``[0, 1]``, ``t_end`` not finite and positive, ``warmup`` outside
         ``[0, t_end)``, ``n_batches`` not an integer in [2, 1e6], ``n_chains`` not an
         integer in [1, 1e4], ``workers`` not None or an integer in [1, 1024], any of
-        them NaN, ``s0`` invalid, or the run asks for more than 1e12 events per chain
-        or 1e13 in all.
+        them NaN, ``s0`` invalid (see ``s0``), ``estimator`` not one of the names above
+        (or ``"identity"`` with ``p = 0`` or ``p = 1``), the run asks for more than 1e12
+        events per chain or 1e13 in all, or its memory (the sorted queues of the chains
+        running at once, the levels of the start in every chain and every batch of the
+        result) would exceed half of this machine's memory (at most 16 GiB): checked
+        before anything is allocated, the message names the parameter and the largest
+        value that fits.
     KeyboardInterrupt
         Honoured between chunks of about 8 million events (every chain stops).
 
@@ -563,9 +773,12 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     SimulationWarning
         With the numbers in the message (also stored in ``result.warnings``):
 
-        * the lag-1 autocorrelation of the batch means (pairs within a chain) exceeds
-          :func:`qtheory.statistics.correlation_threshold` (the interval is then too
-          narrow);
+        * the lag-1 autocorrelation of the batch values of the run's estimator (pairs
+          within a chain) exceeds :func:`qtheory.statistics.correlation_threshold` (the
+          interval is then too narrow);
+        * fewer than 10 batches in all (``n_chains * n_batches``): the t quantile is
+          large and the half-width itself uncertain (2.26 and about 24% at 10 batches;
+          12.7 and about 100% at 2), or the estimator's interval reaches below 0;
         * ``p = 0`` or ``N = 1`` (M/M/1 queues, relaxation time
           :math:`1/(1-\sqrt\lambda)^2`): the warm-up is shorter than one relaxation
           time, or the batches are shorter than ten integrated autocorrelation times
@@ -577,9 +790,10 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
           the bias bound :math:`d_0 e^{-\mu w}/(\mu(t_{end}-w))` of the initial state at
           :math:`\ell_1` distance :math:`d_0` from :math:`s^I` exceeds the half-width;
           or the batches are shorter than five correlation times :math:`\tau` of the
-          mean queue length (:func:`qtheory.planning.variance_model`; expected lag-1
+          run's estimator (:func:`qtheory.planning.variance_model`; expected lag-1
           correlation above 0.1);
-        * the whole interval lies below the fluid value :math:`v^I_1`, impossible in
+        * the whole interval of the plain average lies below the fluid value
+          :math:`v^I_1`, impossible in
           expectation for every N by the lower bound :math:`E[v^N_1] \ge v^I_1`
           (``p = 0``: the exact mean :math:`\lambda/(1-\lambda)`);
         * a batch holds fewer than 100 events.
@@ -595,6 +809,13 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     be biased (for N = 1, p = 0, lam = 0.5 it would give about 1.5 instead of 1).  Cost
     per event is O(1) and independent of N; memory is one byte per station (two or four
     once a queue exceeds 254 or 65534 jobs) per chain.
+
+    The identity estimate (:mod:`qtheory._identity`, the simulation chapter's proof of
+    its unbiasedness) is formed from the same batches: per batch,
+    :math:`v^I_1 + \sum_{i \le i^*} \hat d_i + \sum_{i > i^*} \bar s_i` with
+    :math:`(1-p)\hat d_i = \lambda \hat d_{i-1} + p\,\hat P(M < i)`, the time
+    fractions :math:`\hat P(M < i)` of the batch; its interval and lag-1 come from these
+    batch values.
 
     Several chains: the k B batch means (B per chain, equal lengths) are pooled as one
     sample; the estimate is their average and the interval Student-t with k B - 1
@@ -622,6 +843,9 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
     n_workers = _check_workers(workers)
     n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
         n_stations, lam, p, t_end, warmup, n_batches, progress, n_chains, "n_chains")
+    est = _check_estimator(estimator, n_stations, lam, p)
+    _check_memory(n_stations, s0, n_chains * n_batches, min(n_workers, n_chains),
+                  rows_name="n_batches", count=n_batches, per_count=n_chains)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     if n_chains == 1:
@@ -633,14 +857,14 @@ def simulate(n_stations, lam, p, *, t_end, warmup, seed=None, n_batches=20, s0=N
                                 n_batches, progress, n_workers, "simulate")
     counts = np.concatenate([d[2] for d in draws])
     res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, ss, cnt0, chains,
-                    counts)
+                    counts, est)
     for m in res.warnings:
         warnings.warn(m, SimulationWarning, stacklevel=2)
     return res
 
 
 def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
-              n_batches=20, s0=None, progress=None, workers=None):
+              n_batches=20, s0=None, progress=None, workers=None, estimator=None):
     r"""Independent replications of :func:`simulate`, run in parallel.
 
     Parameters
@@ -648,7 +872,7 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     n_replications : int
         Number of runs R >= 1; ``R N (1 + lam) t_end`` (the expected number of events
         in all) must not exceed 1e13.
-    n_stations, lam, p, t_end, warmup, n_batches, s0, progress
+    n_stations, lam, p, t_end, warmup, n_batches, s0, progress, estimator
         As for :func:`simulate`.
     seed : None, int >= 0 or numpy.random.SeedSequence
         Replication r uses the r-th child of ``SeedSequence(seed).spawn(R)`` (statistically
@@ -678,6 +902,13 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     n_stations, lam, p, t_end, warmup, n_batches, progress = _check_run(
         n_stations, lam, p, t_end, warmup, n_batches, progress, n_replications,
         "n_replications")
+    est = _check_estimator(estimator, n_stations, lam, p)
+    # the results must fit in memory: checked before any seed is spawned (a billion
+    # replications of a tiny run passed the event cap and took all memory)
+    _check_memory(n_stations, s0, n_replications * n_batches,
+                  min(n_workers, n_replications), results=n_replications,
+                  rows_name="n_replications", count=n_replications,
+                  per_count=n_batches)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     children = np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key),
@@ -687,7 +918,7 @@ def replicate(n_replications, n_stations, lam, p, *, t_end, warmup, seed=None,
     out = []
     for c, d, chain in zip(children, draws, chains):
         res = _assemble(n_stations, lam, p, t_end, warmup, n_batches, c, cnt0, [chain],
-                        d[2])
+                        d[2], est)
         for m in res.warnings:
             warnings.warn(m, SimulationWarning, stacklevel=2)
         out.append(res)
@@ -707,11 +938,12 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     p : float
         Centralization fraction, ``0 <= p <= 1``.
     times : array_like of float, shape (m,)
-        Observation times (mean service times), finite, >= 0, non-decreasing; the path
-        starts at time 0 in ``s0``.
+        Observation times (mean service times), finite, >= 0, non-decreasing, at most
+        1e6 of them; the path starts at time 0 in ``s0``.
     s0 : None, int or array_like of float, optional
-        Initial state: ``None`` (empty system), an integer k (all stations at level k), or
-        tail fractions (``s0[0] == 1``, non-increasing), rounded to multiples of 1/N.
+        Initial state: ``None`` (empty system), an integer k in [0, 1e6] (all stations at
+        level k), or tail fractions (``s0[0] == 1``, non-increasing, at most 1e6 + 1
+        levels), rounded to multiples of 1/N.
     seed : None, int >= 0 or numpy.random.SeedSequence, optional
         As for :func:`simulate`.
     per_station : bool, optional
@@ -733,8 +965,9 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
     Raises
     ------
     ValueError
-        If any parameter is out of range (named in the message), or ``per_station`` would
-        record more than 5e7 entries.
+        If any parameter is out of range (named in the message), ``per_station`` would
+        record more than 5e7 entries, or the record would exceed the memory a call may
+        use (see :func:`simulate`).
 
     Notes
     -----
@@ -758,6 +991,12 @@ def sample_path(n_stations, lam, p, times, *, s0=None, seed=None, per_station=Fa
             f"{t.size * n_stations:,} queue lengths (limit {_MAX_STATION_RECORD:,}); "
             f"use fewer times or stations"
         )
+    if t.size > _MAX_TIMES:
+        raise ValueError(f"times must hold at most {_MAX_TIMES:,} observation times (one "
+                         f"step of Python per time), got {t.size:,}")
+    # a row of s per time (a quarter of the four per-batch arrays of run_bytes)
+    _check_memory(n_stations, s0, (t.size + 3) // 4, 1, rows_name="times",
+                  count=t.size, per_count=1, track=per_station)
     cnt0 = _engine.initial_counts(n_stations, s0)
     ss = check_seed(seed)
     rng_state, gen = _engine.streams(ss)
