@@ -224,11 +224,13 @@ def restore_cached_outputs(app: Sphinx, env) -> None:
     cache = get_cache(cache_path)
     for path in sorted(executed.rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        if not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
-            try:  # from the cache (a notebook executed in this build has its outputs)
-                _, nb = cache.merge_match_into_notebook(nb)
-            except KeyError:
-                pass  # not a cached notebook (e.g. a page without code)
+        # always from the cache when it holds the chapter: a chapter executed in this
+        # build is written with its outputs but without the hidden glue outputs
+        # (display=False), which only the cached notebook keeps
+        try:
+            _, nb = cache.merge_match_into_notebook(nb)
+        except KeyError:
+            pass  # not a cached notebook (e.g. a page without code)
         missing = fill_glued_values(nb)
         if missing:
             LOGGER.warning(f"qtheory_book: {path.name}: no glued value for "
