@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg import solve_banded, solve_continuous_lyapunov
+from scipy.linalg import schur, solve_banded, solve_continuous_lyapunov
+from scipy.linalg.lapack import dtrsyl
 from scipy.optimize import brentq
 
 from . import _invariant as _inv
@@ -69,11 +70,88 @@ def dense_jacobian(lam, p, diag):
             + np.diag(np.full(K - 1, 1.0 - p), 1))
 
 
+# relative accuracy asked of every variance Sigma_ii, and the refinement steps allowed
+_LYAP_RTOL = 1e-6
+_LYAP_STEPS = 3
+
+
 def lyapunov(lam, p, s, *, sliding_top=True):
-    """Stationary covariance Sigma of the OU model: A Sigma + Sigma A^T + D = 0."""
+    r"""Stationary covariance Sigma of the OU model: A Sigma + Sigma A^T + D = 0.
+
+    Solved by Bartels-Stewart (``scipy.linalg.solve_continuous_lyapunov``) and then
+    improved by iterative refinement: the residual
+    :math:`R = A\Sigma + \Sigma A^	op + D` is formed in extended precision
+    (``np.longdouble``) and the correction solves :math:`AX + XA^	op = -R`
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002, Ch. 12, for
+    refinement of linear systems; the Lyapunov operator is linear in :math:`\Sigma`).  As
+    :math:`\lambda 	o 1` the variances span many orders of magnitude (those of the
+    nearly full levels are of order :math:`1-\lambda`, the largest of order
+    :math:`(1-\lambda)^{-2}`), and one solve in double precision leaves the small ones
+    with absolute errors of order :math:`10^{-16}` times the largest: negative variances
+    from about :math:`1 - \lambda = 10^{-10}`.  After the refinement the last correction
+    estimates the remaining error; if any variance is not positive or its estimated
+    relative error exceeds ``_LYAP_RTOL``, ValueError (naming ``lam``) is raised instead
+    of returning a wrong covariance.  Returns a symmetric (K, K) array.
+    """
     diag, D = drift_jacobian_and_noise(lam, p, s, sliding_top=sliding_top)
     A = dense_jacobian(lam, p, diag)
-    return solve_continuous_lyapunov(A, -np.diag(D))
+    solve = _lyapunov_solver(A)
+    S = solve(-np.diag(D))
+    lo, hi = np.longdouble(lam), np.longdouble(1.0 - p)
+    dg = diag.astype(np.longdouble)[:, None]
+    D_ext = np.diag(D.astype(np.longdouble))
+    rel = math.inf
+    for _ in range(_LYAP_STEPS):
+        S_ext = S.astype(np.longdouble)
+        # A S for the tridiagonal A (sub-diagonal lam, super-diagonal 1 - p), in O(K^2)
+        AS = dg * S_ext
+        AS[1:] += lo * S_ext[:-1]
+        AS[:-1] += hi * S_ext[1:]
+        R = AS + AS.T + D_ext
+        X = solve(-R.astype(np.float64))
+        d = np.diag(S)
+        rel = float(np.max(np.abs(np.diag(X)) / np.abs(d))) if np.all(d > 0) else math.inf
+        if not np.all(np.isfinite(X)):
+            break
+        S = S + X
+        if rel <= 1e-3 * _LYAP_RTOL:
+            break
+    d = np.diag(S)
+    if not (np.all(np.isfinite(S)) and np.all(d > 0) and rel <= _LYAP_RTOL):
+        worst = "a negative or zero variance" if not np.all(d > 0) else (
+            f"an estimated relative error of {rel:.2g} in a variance")
+        raise ValueError(
+            f"lam = {lam!r} is too close to 1 for an accurate Lyapunov solve at p = {p!r} "
+            f"(1 - lam = {1.0 - lam:.3g}; the variances span {_span(d)} orders of "
+            f"magnitude and the refined solution still has {worst}); use lam with "
+            f"1 - lam >= 1e-9 or so")
+    return S
+
+
+def _lyapunov_solver(A):
+    """A function C -> X solving A X + X A^T = C (symmetric C), by Bartels-Stewart.
+
+    The real Schur form :math:`A = U T U^\top` is computed once and each solve is the
+    triangular Sylvester equation :math:`T Y + Y T^\top = U^\top C U` (LAPACK dtrsyl),
+    :math:`X = U Y U^\top` (what ``scipy.linalg.solve_continuous_lyapunov`` does, without
+    repeating the Schur form for each right-hand side).  Returns symmetric arrays.
+    """
+    T, U = schur(A, output="real")
+
+    def solve(C):
+        Y, scale, info = dtrsyl(T, T, U.T @ C @ U, trana="N", tranb="T", isgn=1)
+        if info < 0:
+            raise RuntimeError(f"dtrsyl: illegal argument {-info}")
+        X = U @ (Y / scale) @ U.T
+        return 0.5 * (X + X.T)
+
+    return solve
+
+
+def _span(d):
+    """Orders of magnitude spanned by the positive entries of d (for an error message)."""
+    pos = np.abs(d[np.abs(d) > 0])
+    return f"{math.log10(pos.max() / pos.min()):.0f}" if pos.size else "?"
 
 
 def regime_matrix_eigmax(lam, p, K):

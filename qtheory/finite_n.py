@@ -86,7 +86,8 @@ def fluctuation_covariance(lam, p, *, levels=None):
     ------
     ValueError
         If ``lam``, ``p`` or ``levels`` is out of range (``p = 1`` has no station
-        fluctuations to speak of and is rejected).
+        fluctuations to speak of and is rejected), or if ``lam`` is so close to 1 that
+        the Lyapunov solve cannot be made accurate in double precision (see Notes).
 
     Notes
     -----
@@ -95,10 +96,13 @@ def fluctuation_covariance(lam, p, *, levels=None):
     covariance is linear in :math:`s`, so the Lyapunov equation holds exactly for
     :math:`N\,\mathrm{Cov}(s^N)` at every N, and its solution is
     :math:`\lambda^{\max(i,j)} - \lambda^{i+j}` (the covariance of
-    :math:`1\{Q \ge i\}` and :math:`1\{Q \ge j\}` for one geometric queue).  The infinite
-    system is truncated at :math:`L` levels with :math:`\lambda^{L} \le 10^{-17}` (at most
-    800 levels; for ``lam`` above about 0.95 the truncation error is
-    :math:`\lambda^{800}`).
+    :math:`1\{Q \ge i\}` and :math:`1\{Q \ge j\}` for one geometric queue), which is
+    what is returned (no truncation).
+
+    *Accuracy as lam -> 1.*  The Lyapunov solve (p > 0) is refined in extended precision
+    and refused (ValueError naming ``lam``) when a variance would still be wrong by more
+    than a relative 1e-6; with double precision this happens from about
+    :math:`1-\lambda = 10^{-11}` (e.g. at ``p = 0.5``), at ``p = 0.1`` from :math:`10^{-12}`.
 
     *p > 0, the top level.*  Assumptions: ``i* >= 1``, the top level is well populated
     (:math:`N s^I_{i^*}` large) and not critical (:math:`\lambda s^I_{i^*} < p`).  Then
@@ -144,11 +148,11 @@ def _fluctuation_covariance(lam, p, levels):
                              f"got {L}")
         if lam == 0.0:
             return np.zeros((L, L))
-        extra = int(math.ceil(math.log(1e-17) / math.log(lam)))
-        K = min(_MAX_DENSE, L + extra)
-        s = lam ** np.arange(K + 1, dtype=np.float64)
-        S = _ln.lyapunov(lam, 0.0, s, sliding_top=False)
-        return S[:L, :L]
+        # the exact solution of the (infinite) Lyapunov equation: the covariance of
+        # 1{Q >= i} and 1{Q >= j} for one geometric queue (tests/test_finite_n.py checks
+        # it against a truncated solve)
+        i = np.arange(1, L + 1, dtype=np.float64)
+        return lam ** np.maximum.outer(i, i) - lam ** np.add.outer(i, i)
     s = _inv.invariant_state(lam, p)
     top = s.size - 1
     if top == 0:
@@ -248,7 +252,7 @@ def _describe_int(n):
 
 @jit(nogil=True)
 def _bridge_minimum(w, v, u):
-    """Minimum over one step of a Brownian bridge from 0 to ``w`` with variance ``v``.
+    r"""Minimum over one step of a Brownian bridge from 0 to ``w`` with variance ``v``.
 
     ``u`` is a uniform draw in [0, 1) (``np.random.random``); the minimum is
     :math:`(w - \sqrt{w^2 - 2 v \log u})/2`, the inverse of the law of the bridge's
@@ -399,7 +403,10 @@ def _reflected_top(n, lam, p, s, use_y, *, rel_target=0.03, seed=20261201):
                         f"finite_n_mean: a path of the reflected diffusion at lam = {lam}, "
                         f"p = {p}, N = {n} is not finite (NaN or infinity); nothing was "
                         f"stored (please report it)")
-                q = reg[:top] / T / (p * sqn)
+                # P(M < i) from the regulator's rate sqrt(N) p P(M < i); a probability, so
+                # at most 1 (the diffusion's regulator is not bounded by the token rate,
+                # and where levels hold less than a station it exceeds it: p -> 0)
+                q = np.minimum(reg[:top] / T / (p * sqn), 1.0)
                 d = b = 0.0
                 for i in range(top):
                     d = (lam * d + p * q[i]) / (1.0 - p)
@@ -481,7 +488,9 @@ def finite_n_mean(n_stations, lam, p):
     ------
     ValueError
         If a parameter is out of range (``n_stations`` at most 1e15), if the invariant
-        state has more than 800 levels (lam extremely close to 1), or if the Monte Carlo
+        state has more than 800 levels (lam extremely close to 1), if its Lyapunov solve
+        cannot be made accurate (lam within about 1e-11 of 1; see
+        :func:`fluctuation_covariance`), or if the Monte Carlo
         of the reflected diffusion would be too long (lam close to 1 with a small p: the
         message says so; simulate instead).
     FloatingPointError
@@ -645,7 +654,7 @@ def _finite_n_mean_raw(n, lam, p):
         formula = "reflected diffusion (levels) + mm1 above the top"
     ex = below + above
     se = mc["total_se"]
-    q = mc["rates"] / (p * math.sqrt(n))
+    q = np.minimum(mc["rates"] / (p * math.sqrt(n)), 1.0)
     regime = "sparse" if top_z < _SPARSE_Z else ("critical" if push < _CRITICAL_Z
                                                   else "well-populated")
     # the regulators of levels at least 3 standard deviations above 0 come from the

@@ -21,6 +21,12 @@ def test_p0_covariance_is_the_mm1_closed_form(lam):
     exact = lam ** np.maximum.outer(i, i) - lam ** np.add.outer(i, i)
     assert S.shape == (20, 20)
     assert np.max(np.abs(S - exact)) < 1e-8
+    # the closed form solves the Lyapunov equation of the linear drift: a truncated solve
+    # (L levels, lam^L < 1e-17) agrees with it on the first 20 levels
+    from qtheory import _linear_noise
+    L = int(math.ceil(math.log(1e-17) / math.log(lam)))
+    solved = _linear_noise.lyapunov(lam, 0.0, lam ** np.arange(L + 1.0), sliding_top=False)
+    assert np.max(np.abs(solved[:20, :20] - exact)) < 1e-12
 
 
 def test_p0_covariance_matches_exact_small_system():
@@ -346,3 +352,84 @@ def test_excess_by_identity_warns_on_zero_spread():
     with pytest.warns(qt.SimulationWarning, match="width 0"):
         e = qt.excess_by_identity(sim)
     assert e.half_width == 0.0
+
+
+def test_finite_n_mean_tends_to_mm1_as_p_tends_to_0():
+    # for fixed N the chain depends continuously on p and at p = 0 it is N independent
+    # M/M/1 queues (mean lam/(1 - lam) = 9 at lam = 0.9 for every N).  Before the diffusion's
+    # P(M < i) was capped at 1, p = 1e-12 gave 9.194 +- 0.093 and p = 1e-4 gave 9.076
+    # (simulation at p = 1e-4: 8.97, 95% interval (8.83, 9.11))
+    f = qt.finite_n_mean(100, 0.9, 1e-12)
+    assert abs(f.mean - 9.0) < 1e-3
+    assert f.details["p_longest_below_top"] <= 1.0
+    g = qt.finite_n_mean(100, 0.9, 1e-4)
+    assert abs(g.mean - 9.0) < 0.05
+    assert g.mean >= g.fluid_mean
+
+
+@pytest.mark.parametrize("lam,p", [(1 - 1e-12, 0.1), (1 - 1e-12, 0.5), (1 - 1e-11, 0.5)])
+def test_inaccurate_lyapunov_solve_is_refused(lam, p):
+    # one double-precision solve gave negative variances here (-2.5e-12 on the diagonal
+    # at (1 - 1e-12, 0.1)); refinement cannot reach 1e-6 relative accuracy: refuse
+    with pytest.raises(ValueError, match="lam = 0.99999999999"):
+        qt.fluctuation_covariance(lam, p)
+
+
+def test_finite_n_mean_refuses_lam_too_close_to_1_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="too close to 1 for an accurate Lyapunov"):
+            qt.finite_n_mean(1000, 1 - 1e-12, 0.5)
+
+
+@pytest.mark.parametrize("lam,p", [(1 - 1e-10, 0.1), (1 - 1e-10, 0.5), (1 - 1e-12, 0.9)])
+def test_refined_lyapunov_solve_near_lam_1_is_accurate(lam, p):
+    # where it is accepted: symmetric, positive variances, and the residual of the
+    # Lyapunov equation small against the size of its terms, row by row, in extended
+    # precision
+    S = qt.fluctuation_covariance(lam, p)
+    assert np.array_equal(S, S.T)
+    assert np.all(np.diag(S) > 0)
+    s = qt.invariant_state(lam, p)
+    diag, D = drift_jacobian_and_noise(lam, p, s)
+    K = diag.size
+    A = (np.diag(diag) + np.diag(np.full(K - 1, lam), -1)
+         + np.diag(np.full(K - 1, 1.0 - p), 1)).astype(np.longdouble)
+    Se = S.astype(np.longdouble)
+    R = A @ Se + Se @ A.T + np.diag(D.astype(np.longdouble))
+    scale = np.abs(A) @ np.abs(Se) + np.abs(Se) @ np.abs(A).T + np.diag(D)
+    assert float(np.max(np.abs(np.diag(R)) / np.diag(scale))) < 1e-6
+
+
+def test_refined_lyapunov_solve_against_a_40_digit_solve():
+    # (1 - 1e-12, 0.9): 11 levels, variances from 8e-10 to 1e11; the Lyapunov equation
+    # as a linear system for the 66 entries of the symmetric Sigma, solved with mpmath
+    import mpmath
+    lam, p = 1 - 1e-12, 0.9
+    S = qt.fluctuation_covariance(lam, p)
+    s = qt.invariant_state(lam, p)
+    diag, D = drift_jacobian_and_noise(lam, p, s)
+    K = diag.size
+    mpmath.mp.dps = 40
+    lam_m = 1 - mpmath.mpf(10) ** -12
+    A = mpmath.zeros(K, K)
+    for i in range(K):
+        A[i, i] = mpmath.mpf(diag[i]) if i == K - 1 else -(lam_m + 1 - mpmath.mpf(p))
+        if i > 0:
+            A[i, i - 1] = lam_m
+        if i < K - 1:
+            A[i, i + 1] = 1 - mpmath.mpf(p)
+    idx = [(i, j) for i in range(K) for j in range(i, K)]
+    pos = {ij: k for k, ij in enumerate(idx)}
+    M = mpmath.zeros(len(idx), len(idx))
+    rhs = mpmath.zeros(len(idx), 1)
+    for k, (i, j) in enumerate(idx):
+        for m in range(K):   # (A S + S A^T)_ij = sum_m A_im S_mj + S_im A_jm
+            if A[i, m] != 0:
+                M[k, pos[tuple(sorted((m, j)))]] += A[i, m]
+            if A[j, m] != 0:
+                M[k, pos[tuple(sorted((i, m)))]] += A[j, m]
+        rhs[k] = -mpmath.mpf(D[i]) if i == j else 0
+    x = mpmath.lu_solve(M, rhs)
+    for k, (i, j) in enumerate(idx):
+        assert abs(S[i, j] - float(x[k])) <= 1e-6 * abs(float(x[k])) + 1e-300
