@@ -21,12 +21,15 @@ sets the pilot's length), so --repredict recomputes the predictions (seconds) ag
 the stored measurements and records predictions_commit.
 """
 import argparse
+import dataclasses
 import json
 import math
 import subprocess
 import time
 import warnings
 from pathlib import Path
+
+import numpy as np
 
 import qtheory as qt
 
@@ -60,20 +63,40 @@ MAX_EVENTS = 6e10
 REL_TARGET = 0.05
 
 
+def _keep_warmup(plan, warmup):
+    """The plan with a warm-up of at least ``warmup`` (the measured part unchanged)."""
+    if plan.warmup >= warmup:
+        return plan
+    extra = warmup - plan.warmup
+    scale = (plan.t_end + extra) / plan.t_end
+    return dataclasses.replace(plan, warmup=warmup, t_end=plan.t_end + extra,
+                               expected_events=plan.expected_events * scale,
+                               expected_seconds=plan.expected_seconds * scale)
+
+
 def _plan_for_events(n, lam, p, h, budget, floor):
     """plan_run at half-width h, widened until its expected events fit the budget.
 
-    ``floor`` is the shortest plan (warm-up and batch-length floors); it is used when the
-    widening does not reach the budget first."""
+    The warm-up stays that of the plan at the half-width asked for (the bias rule
+    d0 exp(-mu w) <= 0.1 h for that h), however much the budget widens the measured part:
+    widening the target must not shorten the warm-up (a referee found warm-ups of 3
+    relaxation times on the N = 1e5 rows where the budget had widened the target).
+    ``floor`` is the shortest plan (warm-up and batch-length floors); it is used, with
+    that warm-up, when the widening does not reach the budget first."""
+    warmup = None
     for _ in range(12):
         try:
             plan = qt.plan_run(n, lam, p, half_width=h, n_chains=2, calibrate=False)
         except ValueError:  # more events than simulate accepts in one call
             h *= 10.0
             continue
+        if warmup is None:
+            warmup = plan.warmup
+        plan = _keep_warmup(plan, warmup)
         if plan.expected_events <= budget:
             return plan
         h *= max(1.2, math.sqrt(plan.expected_events / budget))
+    floor = _keep_warmup(floor, warmup or floor.warmup)
     return floor if floor.expected_events <= budget else None
 
 
@@ -127,7 +150,14 @@ def measure(n, lam, p, seed):
 def _row(r, fluid, t0, **run):
     """A stored row: the run's settings, the identity estimate and the plain average."""
     m, h, lag1, _ = identity_excess(r, r.lam, r.p)
+    # the measured time fraction with the longest queue below the top level i*: when it
+    # is 0 the run never saw the event, and its interval says nothing about that part
+    top = qt.invariant_state(r.lam, r.p).size - 1 if r.lam > r.p else 0
+    bt = np.asarray(r.batch_longest_queue_tail, dtype=float)
+    p_below = float(1.0 - bt[:, top].mean()) if 0 < top < bt.shape[1] else (
+        1.0 if top > 0 else 0.0)
     return dict(N=r.n_stations, lam=r.lam, p=r.p, **run, n_events=int(r.n_events),
+                p_below_top=p_below,
                 fluid_mean=fluid, measured=m, ci=[m - h, m + h], half_width=h, lag1=lag1,
                 resolved=bool(h <= 0.5 * abs(m)), warnings=list(r.warnings),
                 direct=dict(measured=r.mean_queue_length - fluid,

@@ -233,7 +233,7 @@ def test_reflected_kernel_one_dimension():
     for k in range(8):
         y, reg = _reflected_kernel(0.9, p, np.array([-a]), np.array([D]),
                                       np.array([0.0]), kappa, np.array([True]), dt,
-                                      n_steps, burn, 100 + k)
+                                      n_steps, burn, 100 + k, -1.0)
         T = (n_steps - burn) * dt
         vals.append(y / (n_steps - burn))
         rates.append(reg[0] / T)

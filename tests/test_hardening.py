@@ -845,7 +845,7 @@ def test_reflected_diffusion_refuses_a_non_finite_path(monkeypatch):
     """A NaN path must raise, not enter the cached mean."""
     from qtheory import finite_n
 
-    def nan_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed):
+    def nan_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed, idle):
         return float("nan"), np.zeros(diag.size)
 
     monkeypatch.setattr(finite_n, "_reflected_kernel", nan_kernel)
