@@ -649,6 +649,63 @@ def test_graduate_module_covers_part3_and_exact():
     assert "{doc}`problems-part3`" in text
 
 
+NUMBER_WORDS = {w: k for k, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+
+
+def _module_rows(text):
+    """The graduate module's table as (week, optional, first session, last session,
+    read column, whole row)."""
+    module = text.split("## A graduate module", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in module.splitlines():
+        m = re.match(r"\| (\d+)( \(optional\))? \| (\d+)-(\d+) \|", line)
+        if m:
+            rows.append((int(m[1]), bool(m[2]), int(m[3]), int(m[4]),
+                         line.split("|")[3], line))
+    return module, rows
+
+
+def test_graduate_module_session_count_is_consistent():
+    """Weeks numbered 1, 2, ...; two sessions a week, numbered on; the heading's number of
+    weeks, the text's number of sessions and its optional week agree with the table."""
+    module, rows = _module_rows((ROOT / "book" / "course.md").read_text())
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1)), [r[0] for r in rows]
+    for week, _, first, last, _, _ in rows:
+        assert (first, last) == (2 * week - 1, 2 * week), (week, first, last)
+    required = [r for r in rows if not r[1]]
+    optional = [r for r in rows if r[1]]
+    assert rows[:len(required)] == required, "optional weeks come last"
+    heading = re.match(r" of (\w+) weeks", module)
+    assert heading and NUMBER_WORDS.get(heading[1]) == len(required), \
+        (module.splitlines()[0], len(required))
+    sessions = re.search(r"two sessions \(lectures\) a week, (\w+) in all", module)
+    assert sessions and NUMBER_WORDS.get(sessions[1]) == 2 * len(required), \
+        (sessions and sessions[1], 2 * len(required))
+    for week, *_ in optional:
+        assert f"Week {week} is optional" in module, week
+
+
+def test_graduate_module_reads_finite_n_after_its_prerequisites():
+    """finite-n builds on the steady-state chapter's identity and on planned simulations:
+    it is read in a required week after both, and all its exercises are assigned."""
+    module, rows = _module_rows((ROOT / "book" / "course.md").read_text())
+
+    def week_of(doc):
+        weeks = [r[0] for r in rows if f"{{doc}}`{doc}`" in r[4]]
+        assert weeks, f"the graduate module does not read {doc}"
+        return weeks[0]
+
+    finite_n = week_of("finite-n")
+    assert not [r for r in rows if r[0] == finite_n][0][1], "finite-n in an optional week"
+    assert finite_n > week_of("steady-state") and finite_n >= week_of("simulation"), \
+        (finite_n, week_of("steady-state"), week_of("simulation"))
+    row = [r for r in rows if r[0] == finite_n][0][5]
+    for label in _exercises((ROOT / "book" / "finite-n.md").read_text()):
+        assert f"{{ref}}`{label}`" in row, f"{label} is not assigned in week {finite_n}"
+
+
 def test_problem_set_in_toc():
     """The page must be in _toc.yml (Appendices, right after book/course) to be built."""
     import yaml
