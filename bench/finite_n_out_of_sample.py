@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--points", type=int, default=None, help="measure the first K only")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already stored and measure the rest")
     args = ap.parse_args()
     if args.summary:
         print(json.dumps(json.loads(Path(args.out).read_text())["summary"], indent=1))
@@ -124,7 +126,15 @@ def main():
                settings=dict(pilot_events=fv.PILOT_EVENTS, max_events=fv.MAX_EVENTS,
                              rel_target=fv.REL_TARGET), rows=[])
     t0 = time.time()
+    if args.resume:
+        old = json.loads(Path(args.out).read_text())
+        assert old["design"] == out["design"], "the stored design is another one"
+        out["rows"] = old["rows"]
+        out["resumed_commits"] = old.get("resumed_commits", []) + [old["predictor_commit"]]
+        t0 -= old.get("seconds", 0.0)
     for k, (stratum, n, lam, p) in enumerate(pts):
+        if k < len(out["rows"]):
+            continue
         t1 = time.time()
         # near total capacity the whole system relaxes like one M/M/1 queue of rate N,
         # slower than the fluid model says: measured as the in-sample pooled rows (a
@@ -134,13 +144,7 @@ def main():
         if row is None:
             raise SystemExit(f"point {k} ({n}, {lam}, {p}) could not be measured: {why}")
         fv.predict(row)
-        f = qt.finite_n_mean(n, lam, p)
-        s = qt.invariant_state(lam, p)
-        top = s.size - 1
-        row.update(stratum=stratum, spare=n * (1 - lam), top=top,
-                   predicted_below_top=float(f.details.get("below_top", 0.0)),
-                   predicted_p_below_top=float(f.details.get("p_longest_below_top",
-                                                             math.nan)))
+        row.update(stratum=stratum, spare=n * (1 - lam))
         print(f"[{k:2d}] {stratum:8s} N={n:6d} lam={lam:.4f} p={p:.4f}: measured "
               f"{row['measured']:.4g} +- {row['half_width']:.2g}, predicted "
               f"{row['predicted']:.4g} +- {row['error']:.2g} [{row['regime']}] "

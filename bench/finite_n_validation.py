@@ -121,8 +121,10 @@ def measure(n, lam, p, seed):
     if floor.expected_events > MAX_EVENTS:
         return None, f"shortest plan {floor.expected_events:.3g} events"
     guess = max(qt.finite_n_mean(n, lam, p).excess, 1.0 / n**1.5)
+    # the pilot may exceed the shortest plan by half (its warm-up is the one its own
+    # target asks for, however much the budget widens the rest)
     pilot = _plan_for_events(n, lam, p, 0.3 * guess,
-                             max(PILOT_EVENTS, 1.01 * floor.expected_events), floor)
+                             max(PILOT_EVENTS, 1.5 * floor.expected_events), floor)
     if pilot is None:
         return None, "pilot over budget"
     t0 = time.time()
@@ -181,7 +183,16 @@ def measure_aggregate(n, lam, p, seed):
 
 def predict(row):
     pr = qt.finite_n_mean(row["N"], row["lam"], row["p"])
-    row.update(predicted=pr.excess, error=pr.error, regime=pr.regime)
+    d = pr.details
+    row.update(predicted=pr.excess, error=pr.error, regime=pr.regime,
+               predicted_below_top=float(d.get("below_top", 0.0)),
+               predicted_p_below_top=float(d.get("p_longest_below_top", math.nan)),
+               idle_z=float(d.get("idle_z", math.nan)))
+    if "t_end" in row and row["lam"] > row["p"]:
+        # the time the run is predicted to spend with the longest queue below the top
+        # level: below one mean service time it cannot resolve the part below the top
+        measured_time = row["n_chains"] * (row["t_end"] - row["warmup"])
+        row["predicted_time_below_top"] = row["predicted_p_below_top"] * measured_time
 
 
 def main():
@@ -195,9 +206,34 @@ def main():
                     help="measure the held-out rows and store them with the others")
     ap.add_argument("--pooled", action="store_true",
                     help="measure the rows near total capacity and store them")
+    ap.add_argument("--remeasure", nargs="+", metavar="N,LAM,P",
+                    help="re-measure these stored grid rows (same seeds), e.g. after a "
+                         "change of the measurement rules")
     args = ap.parse_args()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
+    if args.remeasure:
+        out = json.loads(Path(args.out).read_text())
+        want = {tuple(float(v) for v in s.split(",")) for s in args.remeasure}
+        for k, row in enumerate(out["sims"]):
+            if (row["N"], row["lam"], row["p"]) not in want:
+                continue
+            new, why = measure(row["N"], row["lam"], row["p"], row["pilot_seed"])
+            if new is None:
+                raise SystemExit(f"could not re-measure {row['N']}, {row['lam']}, "
+                                 f"{row['p']}: {why}")
+            predict(new)
+            new.update(remeasured_commit=commit, previous=dict(
+                measured=row["measured"], ci=row["ci"], warmup=row["warmup"],
+                relaxation_time=row["relaxation_time"], warnings=row["warnings"]))
+            out["sims"][k] = new
+            print(f"re-measured N={new['N']} lam={new['lam']} p={new['p']}: "
+                  f"{row['measured']:.4g} +- {row['half_width']:.2g} (warm-up "
+                  f"{row['warmup'] / row['relaxation_time']:.1f} tau) -> "
+                  f"{new['measured']:.4g} +- {new['half_width']:.2g} (warm-up "
+                  f"{new['warmup'] / new['relaxation_time']:.1f} tau)", flush=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        return
     if args.repredict:
         out = json.loads(Path(args.out).read_text())
         for row in out["exact"] + out["sims"] + out.get("holdout", []) + out.get("pooled", []):
