@@ -225,8 +225,9 @@ def capacity_without_pooling(lam, target_mean_queue):
     r"""Service rate per station that meets a mean-queue target without any pooling.
 
     The alternative to pooling a fraction ``p`` of the capacity is to buy more of it:
-    with local servers of rate ``mu`` and no central server, each station is an M/M/1
-    queue with load ``lam/mu`` and mean queue ``lam/(mu - lam)``.
+    with local servers of rate :math:`C` and no central server, each station is an M/M/1
+    queue with load :math:`\lambda/C` and mean queue :math:`\lambda/(C - \lambda)`
+    (the chapter ``book/design.md`` writes :math:`C` for this capacity).
 
     Parameters
     ----------
@@ -238,11 +239,11 @@ def capacity_without_pooling(lam, target_mean_queue):
 
     Returns
     -------
-    mu : float
-        :math:`\mu = \lambda (1 + 1/L)`, the smallest service rate per station, in
-        units of the current one, for which :math:`\lambda/(\mu-\lambda) \le L`.  A
+    float
+        :math:`C = \lambda (1 + 1/L)`, the smallest service rate per station, in
+        units of the current one, for which :math:`\lambda/(C-\lambda) \le L`.  A
         value below 1 means the current capacity already meets the target without
-        pooling; ``mu - 1`` is the extra capacity that pooling would save.
+        pooling; :math:`C - 1` is the extra capacity that pooling would save.
 
     Raises
     ------
