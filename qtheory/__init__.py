@@ -112,6 +112,7 @@ from .finite_n import (  # noqa: F401
     FiniteNMean,
     excess_by_identity,
     finite_n_mean,
+    finite_n_mean_bounds,
     finite_n_min_centralization,
     fluctuation_covariance,
 )
@@ -182,6 +183,7 @@ __all__ = [
     "plan_run",
     "FiniteNMean",
     "finite_n_mean",
+    "finite_n_mean_bounds",
     "excess_by_identity",
     "ExcessEstimate",
     "finite_n_min_centralization",

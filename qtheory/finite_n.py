@@ -49,7 +49,7 @@ from ._validation import check_flag, check_lam, check_n_stations, check_p, \
     check_positive_int, check_real
 from .simulation import SimulationResult, SimulationWarning
 
-__all__ = ["fluctuation_covariance", "finite_n_mean", "FiniteNMean",
+__all__ = ["fluctuation_covariance", "finite_n_mean", "finite_n_mean_bounds", "FiniteNMean",
            "finite_n_min_centralization", "excess_by_identity", "ExcessEstimate"]
 
 # Dense Lyapunov solves up to this many levels (p = 0 truncation included).
@@ -236,6 +236,9 @@ _MAX_N = 10**15
 _SPARE_MIN = 1.0
 # the M/M/1 formula above the top replaces the diffusion when the push-back is strong
 _FORMULA_PUSH = 10.0
+# the proved bracket of finite_n_mean_bounds replaces the prediction when its width is at
+# most this fraction of the M/M/1 mean (p -> 0 at fixed N)
+_BRACKET_REL = 1e-3
 # the reflected diffusion also holds level 1 at or below 1 (no more busy stations than
 # stations) where the idle stations are within 8 standard deviations of 0
 _IDLE_BOUNDARY = True
@@ -536,6 +539,14 @@ def finite_n_mean(n_stations, lam, p):
     * ``p = 0`` or ``N = 1`` (``"exact"``): :math:`\lambda/(1-\lambda)` (independent
       M/M/1 queues; one M/M/1 queue of service rate 1).  ``fluid_mean`` is then that
       value too, and the excess 0 is the excess over it.
+    * ``p`` so small that the proved bracket of :func:`finite_n_mean_bounds` is
+      narrower than 0.1% of :math:`\lambda/(1-\lambda)` (``"exact"``,
+      ``details["formula"] == "proved bracket"``): its midpoint, with half its width as
+      the error (a bound, not an estimate).  So the prediction tends to the M/M/1 mean
+      as :math:`p \to 0`.
+
+    Every other prediction is capped at the proved upper bound
+    :math:`\lambda/(1-\lambda)` (``details["upper"]``).
 
     Every prediction rests on the exact identity of the steady state (proved in the
     book): with :math:`\delta_i = E s^N_i - s^I_i`,
@@ -616,17 +627,105 @@ def finite_n_mean(n_stations, lam, p):
     return _finite_n_mean(n, lam, p)
 
 
+def finite_n_mean_bounds(n_stations, lam, p):
+    r"""Proved bounds on the stationary mean queue length per station of N stations.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    (float, float)
+        ``(lower, upper)`` with ``lower <= E[v^N_1] <= upper`` (jobs per station).
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range.
+
+    Notes
+    -----
+    Summing the exact identity :math:`\lambda E s_{i-1} - (1-p) E s_i = p P(M \ge i)`
+    (book/steady-state.md, ``steady-state-thm-identity``) over :math:`i \ge 1` gives
+    :math:`(1 - \lambda - p) E[v^N_1] = \lambda - p E[M]`, so
+
+    .. math:: E[v^N_1] - rac{\lambda}{1-\lambda}
+              = rac{p}{1-\lambda-p}\Big(rac{\lambda}{1-\lambda} - E[M]\Big).
+
+    With :math:`E[M] \ge E[v^N_1]` (the longest queue is at least the average) this
+    gives the upper bound :math:`\lambda/(1-\lambda)`, the M/M/1 mean: for every N and
+    p the stationary mean is at most that of N separate queues.  With
+    :math:`E[M] \le N E[v^N_1] \le N\lambda/(1-\lambda)` and :math:`p < 1 - \lambda`
+    it gives the lower bound
+    :math:`rac{\lambda}{1-\lambda}ig(1 - rac{p(N-1)}{1-\lambda-p}ig)`, so the
+    mean tends to the M/M/1 value as :math:`p 	o 0` at fixed N.  The lower bound is
+    the largest of that, the fluid value :math:`v^I_1` (book/steady-state.md,
+    ``steady-prop-lower-bound``) and the pooled bound :math:`\lambda/(N(1-\lambda))`
+    (book/finite-n.md).  Both bounds are :math:`\lambda/(1-\lambda)` when ``p = 0`` or
+    ``N = 1``.  The chapter book/finite-n.md proves them.
+
+    References
+    ----------
+    Tsitsiklis and Xu (2012) for the model; the identity and the bounds: this book.
+
+    Examples
+    --------
+    >>> lo, hi = finite_n_mean_bounds(100, 0.9, 1e-12)
+    >>> bool(hi == 9.0 and hi - lo < 1e-8)
+    True
+    """
+    n = check_n_stations(n_stations)
+    lam = check_lam(lam)
+    p = check_p(p)
+    return _mean_bounds(n, lam, p)
+
+
+def _mean_bounds(n, lam, p):
+    """finite_n_mean_bounds for validated arguments."""
+    mm1 = lam / (1.0 - lam)
+    if p == 0.0 or n == 1 or lam == 0.0:
+        return mm1, mm1
+    lower = lam / (n * (1.0 - lam))
+    if lam > p:
+        try:
+            lower = max(lower, float(_inv.mean_queue_length(lam, p)))
+        except ValueError:   # an invariant state too long to compute: skip this bound
+            pass
+    c = 1.0 - lam - p
+    if c > 0.0:
+        lower = max(lower, mm1 * (1.0 - p * (n - 1) / c))
+    return min(lower, mm1), mm1
+
+
 def _finite_n_mean(n, lam, p):
     """finite_n_mean for validated arguments."""
+    lower, upper = _mean_bounds(n, lam, p)
+    if 0.0 < p and n > 1 and lam > 0.0 and upper - lower <= _BRACKET_REL * upper:
+        # p so small that the proved bracket pins the mean: no diffusion needed
+        nan = float("nan")
+        try:
+            fluid = float(_inv.mean_queue_length(lam, p)) if lam > p else 0.0
+        except ValueError:
+            fluid = lower
+        mean = 0.5 * (lower + upper)
+        return FiniteNMean(n, lam, p, fluid, mean - fluid, mean, 0.5 * (upper - lower),
+                           "exact", nan, nan, nan,
+                           dict(formula="proved bracket", lower=lower, upper=upper))
     r = _finite_n_mean_raw(n, lam, p)
     if r.regime == "exact":
         return r
     # the pooled bound: one M/M/1 queue of service rate N serves at least as fast
     pooled = lam / (n * (1.0 - lam))
-    mean = max(r.mean, pooled)
+    mean = min(max(r.mean, pooled), upper)
     error = r.error + (pooled if n * (1.0 - lam) < _SPARE_MIN else 0.0)
     details = dict(r.details, pooled_bound=pooled, unfloored_excess=r.excess,
-                   unfloored_error=r.error)
+                   unfloored_error=r.error, lower=lower, upper=upper)
     return replace(r, mean=mean, excess=mean - r.fluid_mean, error=error, details=details)
 
 

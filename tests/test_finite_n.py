@@ -360,8 +360,12 @@ def test_finite_n_mean_tends_to_mm1_as_p_tends_to_0():
     # P(M < i) was capped at 1, p = 1e-12 gave 9.194 +- 0.093 and p = 1e-4 gave 9.076
     # (simulation at p = 1e-4: 8.97, 95% interval (8.83, 9.11))
     f = qt.finite_n_mean(100, 0.9, 1e-12)
-    assert abs(f.mean - 9.0) < 1e-3
-    assert f.details["p_longest_below_top"] <= 1.0
+    assert abs(f.mean - 9.0) < 1e-6 and f.details["formula"] == "proved bracket"
+    # the diffusion itself, without the bracket: P(M < i) capped at 1
+    from qtheory.finite_n import _finite_n_mean_raw
+    raw = _finite_n_mean_raw(100, 0.9, 1e-12)
+    assert abs(raw.mean - 9.0) < 1e-3
+    assert raw.details["p_longest_below_top"] <= 1.0
     g = qt.finite_n_mean(100, 0.9, 1e-4)
     assert abs(g.mean - 9.0) < 0.05
     assert g.mean >= g.fluid_mean
@@ -433,3 +437,64 @@ def test_refined_lyapunov_solve_against_a_40_digit_solve():
     x = mpmath.lu_solve(M, rhs)
     for k, (i, j) in enumerate(idx):
         assert abs(S[i, j] - float(x[k])) <= 1e-6 * abs(float(x[k])) + 1e-300
+
+
+def test_out_of_sample_design_is_the_stored_one_and_covers():
+    # the stored fresh design is the one bench/finite_n_out_of_sample.py draws from its
+    # seed (so it was not hand-picked), every drawn point was measured, and the summary
+    # the chapter quotes is recomputed from the rows
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "oos", ROOT / "bench" / "finite_n_out_of_sample.py")
+    oos = importlib.util.module_from_spec(spec)
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec.loader.exec_module(oos)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    data = json.loads((ROOT / "book" / "data" / "finite_n_out_of_sample.json").read_text())
+    assert data["design"] == [list(x) for x in oos.design(data["design_seed"])]
+    rows = data["rows"]
+    assert [(r["N"], r["lam"], r["p"]) for r in rows] == [
+        (n, lam, p) for _, n, lam, p in oos.design(data["design_seed"])]
+    assert len(rows) >= 30
+    assert sum(r["lam"] >= 0.98 for r in rows) >= len(rows) / 4
+    assert sum(1 <= r["N"] * (1 - r["lam"]) <= 3 for r in rows) >= 5
+    assert oos.summary(rows) == data["summary"]
+    assert data["summary"]["all"]["coverage"] >= 0.9
+    assert data["summary"]["n_ge_1000"]["rel_error_median"] <= 0.5
+    for r in rows:   # measured as the calibration rows: warm-up rule, two chains
+        assert r["n_chains"] == 2 and r["warmup"] >= 3 * r["relaxation_time"] - 1e-9
+
+
+@pytest.mark.parametrize("lam,p,n,K", [(0.7, 0.2, 2, 60), (0.9, 0.2, 2, 120),
+                                       (0.5, 0.6, 3, 30), (0.8, 0.1, 3, 60),
+                                       (0.3, 0.05, 4, 16)])
+def test_summed_identity_and_bounds_on_exact_solutions(lam, p, n, K):
+    # (1 - lam - p) E v = lam - p E[M] (the identity summed over all levels) holds on the
+    # exact stationary law up to the truncation's defect, and the proved bounds bracket it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex = qt.exact_stationary(n, lam, p, max_queue=K, truncation_tol=1.0)
+    assert ex.boundary_mass < 1e-8
+    em = float(ex.longest_queue_tail[1:].sum())
+    v = ex.mean_queue_length
+    assert abs((1 - lam - p) * v - (lam - p * em)) < 1e-6
+    lo, hi = qt.finite_n_mean_bounds(n, lam, p)
+    assert lo - 1e-9 <= v <= hi + 1e-9, (lo, v, hi)
+    assert hi == pytest.approx(lam / (1 - lam))
+
+
+def test_mean_bounds_tend_to_mm1_and_reject_bad_input():
+    lo, hi = qt.finite_n_mean_bounds(1000, 0.95, 1e-10)
+    assert hi == pytest.approx(19.0) and hi - lo < 1e-4
+    f = qt.finite_n_mean(1000, 0.95, 1e-10)   # was: ValueError (Monte Carlo too long)
+    assert f.details["formula"] == "proved bracket"
+    assert lo <= f.mean <= hi and f.error == pytest.approx((hi - lo) / 2)
+    assert qt.finite_n_mean_bounds(1, 0.5, 0.3) == (1.0, 1.0)
+    assert qt.finite_n_mean_bounds(10, 0.5, 0.0) == (1.0, 1.0)
+    for bad in [dict(n_stations=0, lam=0.5, p=0.1), dict(n_stations=10, lam=1.0, p=0.1),
+                dict(n_stations=10, lam=0.5, p=-0.1)]:
+        with pytest.raises(ValueError):
+            qt.finite_n_mean_bounds(**bad)
