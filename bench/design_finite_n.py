@@ -1,6 +1,7 @@
 """The design chapter's predicted finite-N designs at (lam, L) = (0.9, 2), stored for the book.
 
-Run from the repository root (about a minute on two quiet cores):
+Run from the repository root (166 s when the stored file was made, at a load average of
+6.5 on two cores):
 
     PYTHONPATH=. python bench/design_finite_n.py                # writes the file below
     PYTHONPATH=. python bench/design_finite_n.py --out other.json
