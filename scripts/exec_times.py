@@ -5,6 +5,13 @@ Run after ``bash scripts/book.sh`` (it reads ``_build/.jupyter_cache``):
     .venv/bin/python scripts/exec_times.py            # the table and the budgets
     .venv/bin/python scripts/exec_times.py --check    # exit status 1 if over budget
     .venv/bin/python scripts/exec_times.py --cache other/_build/.jupyter_cache
+    .venv/bin/python scripts/exec_times.py --run book/design.md   # per-cell times
+
+With ``--run`` it instead executes the named chapters itself, one after the other, each in
+a fresh kernel from its own folder (as tests/test_chapters.py and the book build do, but
+through nbclient with ``record_timing=True``), and prints the wall time of every code cell
+with its first line, the chapter's total and the load average before and after.  Nothing
+is cached or written.
 
 For every executed chapter it prints the execution time jupyter-cache recorded (the
 "Run Time" of the book's execution-status page, ``book/status.md``), its slowest cell
@@ -62,12 +69,77 @@ def records(cache_path):
     return rows
 
 
+def _read_chapter(path):
+    import yaml
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "_config.yml").read_text())
+    exts = cfg.get("parse", {}).get("myst_enable_extensions", [])
+    return read_myst_markdown_notebook(path.read_text(), MdParserConfig(
+        enable_extensions=set(exts)), path=str(path))
+
+
+def run_cells(path, timeout=600):
+    """Execute one chapter in a fresh kernel; (total seconds, [(seconds, first line)])."""
+    import time
+
+    from nbclient import NotebookClient
+
+    ext = Path(__file__).resolve().parents[1] / "book" / "_ext"
+    sys.path.insert(0, str(ext))
+    try:  # the build's guard against nbclient's lost wake-ups
+        import nbclient_poll
+    finally:
+        sys.path.pop(0)
+    nbclient_poll.install()
+    nb = _read_chapter(path)
+    client = NotebookClient(nb, timeout=timeout, record_timing=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.perf_counter()
+    client.execute()
+    total = time.perf_counter() - t0
+    cells = []
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        lines = [ln for ln in cell.source.splitlines()
+                 if ln.strip() and not ln.startswith(("#", ":", "---", "mystnb", "  ",
+                                                      "tags"))]
+        cells.append((_cell_seconds(cell), lines[0][:60] if lines else ""))
+    return total, cells
+
+
+def print_cells(paths):
+    """Per-cell wall times of each chapter (``--run``); returns an exit status."""
+    status = 0
+    for arg in paths:
+        path = Path(arg).resolve()
+        load0 = os.getloadavg()[0]
+        total, cells = run_cells(path)
+        print(f"{path.name}: {total:.1f} s (load average {load0:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after)")
+        for i, (secs, head) in enumerate(cells):
+            s = "-" if secs is None else f"{secs:7.2f}"
+            flag = "  > cell budget" if secs is not None and secs > CELL_BUDGET else ""
+            print(f"  cell {i:3d} {s:>7} s  {head}{flag}")
+            status |= bool(flag)
+        status |= total > CHAPTER_BUDGET
+    return int(status)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", default="_build/.jupyter_cache")
     ap.add_argument("--check", action="store_true",
                     help="exit with status 1 when a budget is exceeded")
+    ap.add_argument("--run", nargs="+", metavar="CHAPTER",
+                    help="execute these chapters (book/<name>.md) and print per-cell times")
     args = ap.parse_args(argv)
+    if args.run:
+        status = print_cells(args.run)
+        return status if args.check else 0
     path = Path(args.cache)
     if not path.exists():
         print(f"no execution cache at {path}: build the book first (scripts/book.sh)")
