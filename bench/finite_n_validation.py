@@ -187,7 +187,9 @@ def predict(row):
     row.update(predicted=pr.excess, error=pr.error, regime=pr.regime,
                predicted_below_top=float(d.get("below_top", 0.0)),
                predicted_p_below_top=float(d.get("p_longest_below_top", math.nan)),
-               idle_z=float(d.get("idle_z", math.nan)))
+               idle_z=float(d.get("idle_z", math.nan)),
+               unfloored_excess=float(d.get("unfloored_excess", pr.excess)),
+               pooled_bound=float(d.get("pooled_bound", math.nan)))
     if "t_end" in row and row["lam"] > row["p"]:
         # the time the run is predicted to spend with the longest queue below the top
         # level: below one mean service time it cannot resolve the part below the top
