@@ -546,7 +546,8 @@ def finite_n_mean(n_stations, lam, p):
       as :math:`p \to 0`.
 
     Every other prediction is capped at the proved upper bound
-    :math:`\lambda/(1-\lambda)` (``details["upper"]``).
+    :math:`\lambda/(1-\lambda)` (``details["upper"]``), and its error at the distance
+    to the farther end of the proved bracket (``details["lower"]``, ``details["upper"]``).
 
     Every prediction rests on the exact identity of the steady state (proved in the
     book): with :math:`\delta_i = E s^N_i - s^I_i`,
@@ -677,7 +678,7 @@ def finite_n_mean_bounds(n_stations, lam, p):
     Examples
     --------
     >>> lo, hi = finite_n_mean_bounds(100, 0.9, 1e-12)
-    >>> bool(hi == 9.0 and hi - lo < 1e-8)
+    >>> bool(abs(hi - 9.0) < 1e-12 and hi - lo < 1e-8)
     True
     """
     n = check_n_stations(n_stations)
@@ -724,6 +725,8 @@ def _finite_n_mean(n, lam, p):
     pooled = lam / (n * (1.0 - lam))
     mean = min(max(r.mean, pooled), upper)
     error = r.error + (pooled if n * (1.0 - lam) < _SPARE_MIN else 0.0)
+    # the mean lies in the proved bracket: no error beyond its farther end
+    error = min(error, max(mean - lower, upper - mean))
     details = dict(r.details, pooled_bound=pooled, unfloored_excess=r.excess,
                    unfloored_error=r.error, lower=lower, upper=upper)
     return replace(r, mean=mean, excess=mean - r.fluid_mean, error=error, details=details)
