@@ -283,7 +283,7 @@ def _bridge_minimum(w, v, u):
 
 @jit(nogil=True)
 def _reflected_kernel(lam, p, diag, D, x0, kappa, refl, dt, n_steps, burn, seed, idle):
-    """One path of the Euler scheme of the reflected linear diffusion (see _reflected_top).
+    r"""One path of the Euler scheme of the reflected linear diffusion (see _reflected_top).
 
     ``idle`` is :math:`\sqrt N (1 - s^I_1)`, the idle stations in diffusion units: when it
     is positive, level 1 is also held at or below 1 (:math:`Z_1 \le` ``idle``, reflection
