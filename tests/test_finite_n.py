@@ -466,6 +466,14 @@ def test_out_of_sample_design_is_the_stored_one_and_covers():
     assert data["summary"]["n_ge_1000"]["rel_error_median"] <= 0.5
     for r in rows:   # measured as the calibration rows: warm-up rule, two chains
         assert r["n_chains"] == 2 and r["warmup"] >= 3 * r["relaxation_time"] - 1e-9
+    # the bracket, the cap and the error clip that came after the freeze change none of
+    # these predictions: on every row the bracket is wide, the mean below its upper end
+    # and the error within it
+    for r in rows:
+        lo, hi = qt.finite_n_mean_bounds(r["N"], r["lam"], r["p"])
+        mean = r["fluid_mean"] + r["predicted"]
+        assert hi - lo > 1e-3 * hi and mean < hi
+        assert r["error"] <= max(mean - lo, hi - mean)
 
 
 @pytest.mark.parametrize("lam,p,n,K", [(0.7, 0.2, 2, 60), (0.9, 0.2, 2, 120),
