@@ -80,11 +80,11 @@ def lyapunov(lam, p, s, *, sliding_top=True):
 
     Solved by Bartels-Stewart (``scipy.linalg.solve_continuous_lyapunov``) and then
     improved by iterative refinement: the residual
-    :math:`R = A\Sigma + \Sigma A^	op + D` is formed in extended precision
-    (``np.longdouble``) and the correction solves :math:`AX + XA^	op = -R`
+    :math:`R = A\Sigma + \Sigma A^\top + D` is formed in extended precision
+    (``np.longdouble``) and the correction solves :math:`AX + XA^\top = -R`
     (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002, Ch. 12, for
     refinement of linear systems; the Lyapunov operator is linear in :math:`\Sigma`).  As
-    :math:`\lambda 	o 1` the variances span many orders of magnitude (those of the
+    :math:`\lambda \to 1` the variances span many orders of magnitude (those of the
     nearly full levels are of order :math:`1-\lambda`, the largest of order
     :math:`(1-\lambda)^{-2}`), and one solve in double precision leaves the small ones
     with absolute errors of order :math:`10^{-16}` times the largest: negative variances

@@ -252,7 +252,7 @@ def _model_rel(n, idle_z=math.inf):
     """Relative model error of the reflected diffusion: 15%, or 3/sqrt(N) for small N
     (the diffusion drops corrections of relative order N^-1/2), and at least 30% when
     the idle stations are within _IDLE_Z standard deviations of 0 (heavy traffic with
-    few idle stations, where the diffusion came out 7-20% low on every such row);
+    few idle stations, where the diffusion came out 3-20% low on every such row);
     calibrated on the validation grid of the chapter (simulations N >= 100, exact
     solutions N = 2..4)."""
     rel = max(0.15, 3.0 / math.sqrt(n))
@@ -572,7 +572,7 @@ def finite_n_mean(n_stations, lam, p):
       standard error plus :math:`\max(0.15, 3/\sqrt N)` of the excess, and at least
       30% of it when the idle stations are within 4 standard deviations of 0
       (``details["idle_z"] < 4``: heavy traffic with few idle stations, where the
-      diffusion came out 7-20% low on every such row), calibrated on the chapter's
+      diffusion came out 3-20% low on every such calibration row), calibrated on the chapter's
       validation grid and then tested on a fresh design
       (``bench/finite_n_out_of_sample.py``); when the top level sits 3 or more standard
       deviations above 0, the part below the top counts at 100% (its regulators are
@@ -654,18 +654,14 @@ def finite_n_mean_bounds(n_stations, lam, p):
     -----
     Summing the exact identity :math:`\lambda E s_{i-1} - (1-p) E s_i = p P(M \ge i)`
     (book/steady-state.md, ``steady-state-thm-identity``) over :math:`i \ge 1` gives
-    :math:`(1 - \lambda - p) E[v^N_1] = \lambda - p E[M]`, so
-
-    .. math:: E[v^N_1] - rac{\lambda}{1-\lambda}
-              = rac{p}{1-\lambda-p}\Big(rac{\lambda}{1-\lambda} - E[M]\Big).
+    :math:`(1 - \lambda - p) E[v^N_1] = \lambda - p E[M]`.
 
     With :math:`E[M] \ge E[v^N_1]` (the longest queue is at least the average) this
     gives the upper bound :math:`\lambda/(1-\lambda)`, the M/M/1 mean: for every N and
     p the stationary mean is at most that of N separate queues.  With
-    :math:`E[M] \le N E[v^N_1] \le N\lambda/(1-\lambda)` and :math:`p < 1 - \lambda`
-    it gives the lower bound
-    :math:`rac{\lambda}{1-\lambda}ig(1 - rac{p(N-1)}{1-\lambda-p}ig)`, so the
-    mean tends to the M/M/1 value as :math:`p 	o 0` at fixed N.  The lower bound is
+    :math:`E[M] \le N E[v^N_1]` (the longest queue holds at most all the jobs) it gives
+    the lower bound :math:`\lambda/(1 - \lambda + p(N-1))`, for every p, so the
+    mean tends to the M/M/1 value as :math:`p \to 0` at fixed N.  The lower bound is
     the largest of that, the fluid value :math:`v^I_1` (book/steady-state.md,
     ``steady-prop-lower-bound``) and the pooled bound :math:`\lambda/(N(1-\lambda))`
     (book/finite-n.md).  Both bounds are :math:`\lambda/(1-\lambda)` when ``p = 0`` or
@@ -698,9 +694,7 @@ def _mean_bounds(n, lam, p):
             lower = max(lower, float(_inv.mean_queue_length(lam, p)))
         except ValueError:   # an invariant state too long to compute: skip this bound
             pass
-    c = 1.0 - lam - p
-    if c > 0.0:
-        lower = max(lower, mm1 * (1.0 - p * (n - 1) / c))
+    lower = max(lower, lam / (1.0 - lam + p * (n - 1)))
     return min(lower, mm1), mm1
 
 
@@ -723,9 +717,9 @@ def _finite_n_mean(n, lam, p):
         return r
     # the pooled bound: one M/M/1 queue of service rate N serves at least as fast
     pooled = lam / (n * (1.0 - lam))
-    mean = min(max(r.mean, pooled), upper)
+    mean = min(max(r.mean, pooled, lower), upper)
     error = r.error + (pooled if n * (1.0 - lam) < _SPARE_MIN else 0.0)
-    # the mean lies in the proved bracket: no error beyond its farther end
+    # the mean lies in the proved bracket: no error beyond the distance to its farther end
     error = min(error, max(mean - lower, upper - mean))
     details = dict(r.details, pooled_bound=pooled, unfloored_excess=r.excess,
                    unfloored_error=r.error, lower=lower, upper=upper)
@@ -796,8 +790,8 @@ def _finite_n_mean_raw(n, lam, p):
                                                   else "well-populated")
     # the regulators of levels at least 3 standard deviations above 0 come from the
     # diffusion's Gaussian tail, a large-deviation event whose rate a diffusion does not
-    # get right (at (0.7, 0.2), N = 1e5 it is twice the simulated one): that part counts
-    # at 100%
+    # get right (and which the simulations at (0.7, 0.2), N = 1e5 were too short to
+    # see): that part counts at 100%
     rel = _model_rel(n, idle_z)
     rel_below = 1.0 if top_z >= _SPARSE_Z else rel
     err = 2.0 * se + rel * above + rel_below * below

@@ -327,3 +327,12 @@ def test_the_counter_sees_every_check():
     # and the patches are gone afterwards
     assert invariant.check_lam is _validation.check_lam
     assert sys.modules["qtheory.finite_n"].check_lam is _validation.check_lam
+
+
+def test_no_control_bytes_in_the_sources():
+    # a docstring written without the r prefix turns \f, \b, \t of LaTeX into control
+    # bytes (form feed, backspace, tab) that render as garbage
+    root = Path(__file__).resolve().parents[1] / "qtheory"
+    for path in sorted(root.glob("*.py")):
+        text = path.read_text()
+        assert not any(c in text for c in "\x08\x0c\x09"), path.name

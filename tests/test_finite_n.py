@@ -326,10 +326,13 @@ def test_pooled_floor():
         pooled = lam / (n * (1 - lam))
         assert r.details["pooled_bound"] == pytest.approx(pooled)
         assert r.mean >= pooled
-        if n * (1 - lam) < 1:
-            assert r.error >= pooled + r.details["unfloored_error"] - 1e-12
-        else:
-            assert r.error == r.details["unfloored_error"]
+        want = r.details["unfloored_error"] + (pooled if n * (1 - lam) < 1 else 0.0)
+        # ... kept within the proved bracket of finite_n_mean_bounds
+        lo, hi = r.details["lower"], r.details["upper"]
+        assert (lo, hi) == qt.finite_n_mean_bounds(n, lam, p)
+        want = min(want, max(r.mean - lo, hi - r.mean))
+        assert r.error == pytest.approx(want, rel=1e-12)
+        assert lo <= r.mean <= hi
 
 
 def test_finite_n_bad_input_found_by_users():
