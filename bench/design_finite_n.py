@@ -28,10 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import time
 
 import qtheory as qt
+from reproduce_large import commit  # the same commit record (bench/ is on sys.path)
 
 LAM, TARGET = 0.9, 2.0
 SIZES = (100, 1000, 10_000)
@@ -39,17 +39,6 @@ SIZES = (100, 1000, 10_000)
 
 def _prediction(f):
     return dict(p=f.p, mean=f.mean, excess=f.excess, error=f.error, regime=f.regime)
-
-
-def commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "qtheory"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return ""
 
 
 def main():
