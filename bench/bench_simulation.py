@@ -4,6 +4,7 @@ Run from the repository root (benchmark-only dependencies in bench/requirements.
 
     PYTHONPATH=. python bench/bench_simulation.py            # about a minute
     PYTHONPATH=. python bench/bench_simulation.py --events 3e8 --python-events 1e6
+    PYTHONPATH=. python bench/bench_simulation.py --pipeline  # the two loops of run_events
 
 What it prints, all on the same parameters (lam, p) = (0.9, 0.1) and (0.99, 0.05):
 
@@ -28,12 +29,15 @@ the compiled kernel at >= 0.5 of the random-number limit at every N (the ratio c
 both measured in the same run).  The figures vary with the machine's load: measure on a
 quiet machine; the load average is printed at the start and at the end.
 
-What limits the kernel (see qtheory/_kernels.py, "Speed"): it issues about three times
-the instructions of the random-number loop per event (the generator and the product are
-shared; the event's reads and writes of the sorted levels, the counts and the integral
-accumulators are not), and at N = 1e6 the random read of the sorted levels misses the
-first-level cache (hidden by drawing numbers ahead and prefetching).  At small N the
-writes to the sorted levels often hit the addresses the next events read.
+What limits the kernel (see qtheory/_kernels.py, "Speed"): it issues about 2.6 times
+the instructions of the random-number loop per event (49 against 19 in the generated
+code at N = 1e4: the generator and the product are shared; the event's reads and
+writes of the sorted levels, the counts and the integral accumulators are not), and at
+N = 1e6 the random read of the sorted levels misses the first-level cache (hidden by
+drawing numbers ahead and prefetching).  At small N the writes to the sorted levels
+often hit the addresses the next events read; below 512 stations the kernel therefore
+reads each event's level before the previous write (``--pipeline`` compares the two
+loops, which give the same path).
 
 The multi-core speed-up (``simulate(..., n_chains=2, workers=1 or 2)``) and the cost of
 the planned (0.99, 0.05, N = 1e4, half-width 0.1) estimate are printed by
@@ -300,6 +304,41 @@ def simpy_rate(n, lam, p, n_events, repeat=1):
                      repeat)[0]
 
 
+PIPE_SIZES = [10, 100, 300, 1000, 3000, 10**4]
+
+
+def kernel_rate(n, lam, p, n_events, pipelined, repeat=1):
+    """Events per second of the untracked kernel, pipelined or not, from the invariant
+    state, and the state (counts, accumulators, levels, generator) after 1e6 events from
+    one seed, by which the caller checks that the two loops give the same path."""
+    cnt0 = initial_counts(n, qtheory.invariant_state(lam, p))
+
+    def run(seed, events=n_events):
+        st = System(n, lam, p, cnt0, np.array([seed, 2, 3, 4], dtype=np.uint64), False)
+        st.pipelined = pipelined
+        st.run(events)
+        return events, (st.cnt, st.acc, st.L, st.rng)
+
+    final = run(0, 10**6)[1]  # compiles; the state after 1e6 events from one seed
+    return best_rate(run, repeat)[0], final
+
+
+def pipeline_table(n_ev, rep):
+    """The two event loops of run_events side by side (the crossover behind
+    qtheory._kernels.PIPE_STATIONS)."""
+    print(f"run_events, pipelined or not: events/s, one core, {n_ev:.3g} events, best of "
+          f"{rep} (the simulator pipelines below {_kernels.PIPE_STATIONS} stations)\n")
+    print(f"{'lam':>5} {'p':>5} {'N':>7} | {'plain':>10} {'pipelined':>10} "
+          f"{'pipelined/plain':>15} | same path")
+    for lam, p in CASES:
+        for n in PIPE_SIZES:
+            plain, fa = kernel_rate(n, lam, p, n_ev, False, rep)
+            pipe, fb = kernel_rate(n, lam, p, n_ev, True, rep)
+            same = all(np.array_equal(x, y) for x, y in zip(fa, fb))
+            print(f"{lam:5.2f} {p:5.2f} {n:7d} | {plain:10.3e} {pipe:10.3e} "
+                  f"{pipe / plain:15.2f} | {same}")
+
+
 def agreement(lam, p, n=20, t_end=None, warmup=1_000.0):
     """Mean queue length by qtheory, plain Python and SimPy (N = 20), with 95% CIs.
 
@@ -366,10 +405,15 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed runs per measurement, best reported (default 3)")
     ap.add_argument("--no-memory", action="store_true", help="skip the N = 1e7 run")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="only compare the pipelined and plain event loops of run_events")
     args = ap.parse_args(argv)
     n_ev = int(args.events)
     n_py = int(args.python_events)
     rep = max(1, args.repeat)
+    if args.pipeline:
+        pipeline_table(n_ev, rep)
+        return 0
 
     load0 = os.getloadavg()[0]
     print(f"qtheory {qtheory.__version__}, numpy {np.__version__}, "

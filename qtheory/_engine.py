@@ -196,6 +196,9 @@ class System:
         # (_kernels.run_events_ahead); the path is the same as with run_events.
         self.ring = (np.zeros(2 * _k.AHEAD, dtype=np.uint64)
                      if not self.track and n_stations >= _k.AHEAD_STATIONS else None)
+        # Small systems read each event's level before the previous write
+        # (_kernels.run_events, pipelined); the path is the same.
+        self.pipelined = n_stations < _k.PIPE_STATIONS
         if self.track:
             if shuffle_rng is not None:
                 self.perm = shuffle_rng.permutation(n_stations).astype(np.int32)
@@ -251,7 +254,7 @@ class System:
             else:
                 done = _k.run_events(step, self.a_thr, self.l_thr, self.L, self.cnt,
                                      self.acc, self.tacc, self.scal, self.rng,
-                                     self.level_max)
+                                     self.level_max, self.pipelined)
             remaining -= done
             self.n_events += done
             if self.scal[_k.CLOCK] >= CHUNK:  # flush full windows only: a short batch

@@ -65,21 +65,40 @@ Speed
 What limits the event loop was measured (``bench/bench_simulation.py`` prints the
 figures; no hardware counters are available on the benchmark machine, so the evidence
 is the generated assembly and timings of variants of the loop with one part removed at a
-time): the loop is bound by the number of instructions it issues, not by memory
-latency, except for large N, where the random read ``L[j]`` misses the first-level
-cache.  So :func:`run_events` keeps the instruction count small: an arrival is read
-from the low word ``lo`` directly (``lo >> 1 < a_thr`` is ``lo < 2 a_thr``), the check
-for room for one more level is made once per block of events (the top level rises by at
-most one per event), and the update of the longest queue M, which changes at a few
-percent of the events at most (3.5% at N = 100, less for larger N), is a branch that is
-almost never taken.  Two chains advanced in one loop do not help a loop bound by its
-instruction count (measured: no gain at N = 1e2 and 1e4, a loss at 1e6).  For large N
-(:data:`AHEAD_STATIONS` and more) :func:`run_events_ahead` draws the random numbers
-:data:`AHEAD` events ahead into a ring and asks the processor to prefetch the queue
-entries they will read, which hides the cache misses; the sequence of numbers consumed,
-and so every result, is the same as with :func:`run_events`.  The kernels that do the
-work are compiled with ``nogil=True``: they release the GIL, so independent chains run
-in parallel in threads (:func:`qtheory.simulate` with ``n_chains``,
+time).  From about a thousand stations up, the loop is bound by the number of
+instructions it issues: 49 per event in the generated code at N = 1e4, against 19 for
+the random-number loop of the benchmark (the generator alone is 11), and the measured
+speed ratio, 0.40 to 0.42, is that of the instruction counts (19/49 = 0.39); the
+compiler keeps several loop constants and array addresses on the stack, since the
+generator's state, the clock and the top level fill most registers.  Half the
+random-number loop's speed would need at most about 38 instructions per event.  So :func:`run_events` keeps the instruction count small: an arrival is
+read from the low word ``lo`` directly (``lo >> 1 < a_thr`` is ``lo < 2 a_thr``), the
+idle-station token is recognized from its index (``idx = 0``), the check for room for
+one more level is made once per block of events (the top level rises by at most one per
+event), and the update of the longest queue M, which changes at a few percent of the
+events at most (3.5% at N = 100, less for larger N), is one multiplication and a branch
+that is almost never taken.  With few stations a second limit appears: an event's write
+to ``L`` often lands on the entry a following event reads, and the processor then holds
+each read until the address of the write before it is known (a chain of two dependent
+loads per event); removing that write made the loop 1.8 times faster at N = 100.  Below
+:data:`PIPE_STATIONS` the loop therefore reads each event's level before the previous
+event writes and forwards that write itself (``pipelined``): 1.4 times faster at
+N = 10 and 100, slower from about a thousand stations, where the extra instructions
+cost more than the wait they remove.  Two chains advanced in one loop (measured with
+their reads hoisted above both writes, the same two paths bit for bit) gain as much as
+the pipelined loop at N = 100 and nothing at N = 1e4, where the loop is already bound by
+its instruction count, so the simulator does not pair chains.  Issue 24's goal of half
+the random-number loop's speed is not reached: 0.31 at N = 100, 0.40 to 0.42 at 1e4 and
+0.33 to 0.34 at 1e6 (December 2026, quiet machine); the variants tried (the counts and
+integrals of a level in one array, a clock counting down to zero, counts of stations
+below a level instead of at or above it, both chains' loads first) reached at most 0.45
+at 1e4 and 0.37 at 1e2.  For large N (:data:`AHEAD_STATIONS` and more)
+:func:`run_events_ahead` draws the random numbers :data:`AHEAD` events ahead into a
+ring and asks the processor to prefetch the queue entries they will read, which hides
+the cache misses of the random read ``L[j]``; the sequence of numbers consumed, and so
+every result, is the same as with :func:`run_events`.  The kernels that do the work are
+compiled with ``nogil=True``: they release the GIL, so independent chains run in
+parallel in threads (:func:`qtheory.simulate` with ``n_chains``,
 :func:`qtheory.replicate`).
 
 References: Tsitsiklis and Xu (2012), Section 4 (the uniformized construction);
@@ -121,6 +140,10 @@ NSCAL = 4
 # the prefetches cost more than they save: measured crossover 1e5 to 3e5 stations).
 AHEAD = 16
 AHEAD_STATIONS = 1 << 18
+# run_events(pipelined=True), which the simulator uses below this many stations: each
+# event reads the next event's level before it writes its own (measured crossover 300
+# to 1000 stations; bench/bench_simulation.py --pipeline prints both).
+PIPE_STATIONS = 512
 
 
 def event_thresholds(lam, p):
@@ -223,26 +246,48 @@ def _move(L, cnt, acc, tacc, b, level, idx, c, d, clock, top):
 
 
 @jit(inline="always")
-def _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top):
-    """One event from the low word ``lo`` and position ``j`` of its random number.
+def _apply(lo, k, a2, l_thr, L, cnt, acc, n, clock, top):
+    """One event from the low word ``lo`` of its random number and the level ``k`` of
+    the position it chose.
 
     The three event types without a branch.  A central token acts on the first station
     of the top block (k = top, a = 0); an arrival (a = 1) moves the last station of level
     k's block to k + 1; a token moves the first station of level k's block to k - 1
-    (d = -1), or nothing when k = 0 (d = 0: the write below then stores 0 into L[0],
-    which already holds 0).  Returns (idx, new cnt[idx]) for the caller's check of the
-    top level.
+    (d = -1), or nothing when k = 0.  Every event but the last kind has idx = k + a >= 1,
+    so ``idx == 0`` marks the token that finds an idle station (d = 0: the write below
+    then stores 0 into L[0], which already holds 0).  Returns (position written, level
+    written, idx, cnt[idx] before and after) for the caller's check of the top level.
     """
-    k = np.int64(L[j])
     k = top if (lo >> _ONE) >= l_thr else k  # (l_thr = 2**63 when p = 0: no doubling)
     a = np.int64(lo < a2)
-    d = a - (np.int64(k > 0) & (a ^ 1))
     idx = k + a
+    d = (a + a - 1) if idx != 0 else np.int64(0)
     c = cnt[_U(idx)]
-    L[_U(n - c - a)] = k + d
+    b = n - c - a
+    v = k + d
+    L[_U(b)] = v
     acc[_U(idx)] += d * clock
-    cnt[_U(idx)] = c + d
-    return idx, c + d
+    cn = c + d
+    cnt[_U(idx)] = cn
+    return b, v, idx, c, cn
+
+
+@jit(inline="always")
+def _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top):
+    """One event from the low word ``lo`` and position ``j`` of its random number
+    (:func:`_apply` with the level read at ``j``); returns (idx, cnt[idx] before and
+    after)."""
+    b, v, idx, c, cn = _apply(lo, np.int64(L[j]), a2, l_thr, L, cnt, acc, n, clock, top)
+    return idx, c, cn
+
+
+@jit(inline="always")
+def _top_changes(c, cn):
+    """Whether the longest queue changes: a level was empty before the event (an arrival
+    above the top) or is empty after it (the top level emptied).  Both counts are below
+    2**63, so their product as unsigned integers is exact: one multiplication and one
+    test, a branch that is almost never taken."""
+    return _U(c) * _U(cn) == _U(0)
 
 
 @jit(inline="always")
@@ -256,7 +301,8 @@ def _new_top(idx, c_new, tacc, clock, top):
 
 
 @jit(nogil=True)
-def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
+def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max,
+               pipelined=False):
     """Advance the uniformized chain by up to ``n_events`` events (no station identities).
 
     Parameters
@@ -280,6 +326,10 @@ def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
         Generator state.
     level_max : int
         Largest value ``L``'s type holds.
+    pipelined : bool
+        Read each event's level before the previous event's write (the caller sets it
+        below :data:`PIPE_STATIONS` stations, where it is faster); the same path and
+        results either way.
 
     Returns
     -------
@@ -303,15 +353,42 @@ def run_events(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level_max):
         if room <= 0:
             break
         # the top level rises by at most one per event: a block of `room` events
-        # cannot outgrow the arrays, so the loop below does not check it
+        # cannot outgrow the arrays, so the loops below do not check it
         stop = min(end, clock + room)
+        if pipelined:
+            # Few stations: an event's write to L often hits the entry the next event
+            # reads, and the processor then waits for the write's address before each
+            # read.  So each event draws the next event's number and reads its level
+            # before it writes its own, and forwards its write to that level itself
+            # when both are the same entry.  The numbers are drawn in the same order,
+            # one per event, and the block's last event draws none: the path, the
+            # generator state and every result are those of the loop below.
+            r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+            jn, lon = _mul128(r, nu)
+            kn = np.int64(L[jn])
+            while clock < stop - 1:
+                clock += 1
+                lo = lon
+                k = kn
+                r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
+                jn, lon = _mul128(r, nu)
+                kn = np.int64(L[jn])
+                b, v, idx, c, cn = _apply(lo, k, a2, l_thr, L, cnt, acc, n, clock, top)
+                kn = v if jn == _U(b) else kn
+                if _top_changes(c, cn):
+                    top = _new_top(idx, cn, tacc, clock, top)
+            clock += 1
+            b, v, idx, c, cn = _apply(lon, kn, a2, l_thr, L, cnt, acc, n, clock, top)
+            if _top_changes(c, cn):
+                top = _new_top(idx, cn, tacc, clock, top)
+            continue
         while clock < stop:
             clock += 1
             r, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
             j, lo = _mul128(r, nu)
-            idx, c_new = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
-            if (idx > top) | (c_new == 0):  # rare: the longest queue changes
-                top = _new_top(idx, c_new, tacc, clock, top)
+            idx, c, cn = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
+            if _top_changes(c, cn):  # rare: the longest queue changes
+                top = _new_top(idx, cn, tacc, clock, top)
     scal[TOP] = top
     scal[CLOCK] = clock
     _store(rng, s0, s1, s2, s3)
@@ -367,9 +444,9 @@ def run_events_ahead(n_events, a_thr, l_thr, L, cnt, acc, tacc, scal, rng, level
             ring[2 * pos + 1] = lon
             _prefetch(L, jn)
             pos = (pos + 1) & (AHEAD - 1)
-            idx, c_new = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
-            if (idx > top) | (c_new == 0):
-                top = _new_top(idx, c_new, tacc, clock, top)
+            idx, c, cn = _event(lo, j, a2, l_thr, L, cnt, acc, n, clock, top)
+            if _top_changes(c, cn):
+                top = _new_top(idx, cn, tacc, clock, top)
     scal[TOP] = top
     scal[CLOCK] = clock
     scal[RPOS] = pos

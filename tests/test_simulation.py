@@ -378,6 +378,30 @@ def test_position_and_type_from_one_multiplication():
     assert stats.chisquare(counts).pvalue > 1e-4
 
 
+@pytest.mark.parametrize("n, lam, p, start", [
+    (1, 0.9, 0.1, 0), (2, 0.5, 1.0, 0), (7, 0.0, 1.0, 5), (10, 0.99, 0.05, 0),
+    (60, 0.9, 0.0, 0), (100, 0.95, 0.3, 250), (600, 0.9, 0.1, 0)])
+def test_pipelined_kernel_gives_the_same_path(monkeypatch, n, lam, p, start):
+    # run_events with pipelined=True (each event reads the next event's level before it
+    # writes its own, and forwards the write itself) against the plain loop: every array
+    # of the state, bit for bit, across chunk boundaries, the growth of the level arrays
+    # (cap 128) and the widening of L from uint8 when a queue passes 254 (start 250)
+    monkeypatch.setattr(_engine, "CHUNK", 4099)
+    cnt0 = _engine.initial_counts(n, start)
+    rng = np.array([11, 22, 33, 44], dtype=np.uint64)
+    a = _engine.System(n, lam, p, cnt0, rng, track=False)
+    b = _engine.System(n, lam, p, cnt0, rng, track=False)
+    a.pipelined, b.pipelined = True, False
+    for events in (1, 2, 3, 50_000, 1, 200_000):
+        a.run(events)
+        b.run(events)
+        for name in ("L", "cnt", "acc", "tacc", "scal", "rng", "win_s", "win_tail"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.n_events == b.n_events == 250_007
+    if start >= 250:
+        assert a.L.dtype != np.uint8  # the widening happened
+
+
 def test_tracked_and_untracked_kernels_give_the_same_path():
     # per_station=True runs the kernel that also moves station identities; the
     # occupancy path must not change (same seed), and the queues must match it.
