@@ -48,6 +48,7 @@ from ._numba import jit
 from ._validation import check_flag, check_lam, check_n_stations, check_p, \
     check_positive_int, check_real
 from .simulation import SimulationResult, SimulationWarning
+from .statistics import batch_means
 
 __all__ = ["fluctuation_covariance", "finite_n_mean", "finite_n_mean_bounds", "FiniteNMean",
            "finite_n_min_centralization", "excess_by_identity", "ExcessEstimate"]
@@ -837,7 +838,10 @@ class ExcessEstimate:
     excess : float
         Estimate of :math:`E[v^N_1] - v^I_1` (jobs per station).
     ci : tuple of float
-        95% batch-means confidence interval ``(low, high)`` (jobs per station).
+        95% batch-means confidence interval ``(low, high)`` (jobs per station):
+        Willink's skewness-adjusted interval (:func:`qtheory.batch_means` with
+        ``skew_adjusted=True``; the Student one with 2 batches), as simulate's
+        ``identity_ci``.
     half_width : float
         Half the interval's width.
     lag1 : float
@@ -929,7 +933,10 @@ def excess_by_identity(result):
         delta = (lam * delta + p * q) / (1.0 - p)
         below += delta
     x = above + below
-    h = float(stats.t.ppf(0.975, B - 1) * x.std(ddof=1) / math.sqrt(B))
+    # the interval of simulate's identity estimate: Willink's skewness-adjusted one
+    # (batch values with a sparse top level are skewed; qtheory.statistics.batch_means)
+    summ = batch_means(x, skew_adjusted=B >= 3)
+    h = summ.half_width
     if not h > 0.0:
         warnings.warn("excess_by_identity: every batch gives the same value, so the "
                       "interval has width 0 and says nothing; the run is far too short "
@@ -938,8 +945,7 @@ def excess_by_identity(result):
     xs = xs - xs.mean(axis=1, keepdims=True)
     den = float((xs * xs).sum())
     lag1 = float((xs[:, 1:] * xs[:, :-1]).sum() / den) if den > 0 else 0.0
-    m = float(x.mean())
-    return ExcessEstimate(m, (m - h, m + h), h, lag1, float(above.mean()),
+    return ExcessEstimate(summ.mean, summ.ci, h, lag1, float(above.mean()),
                           float(below.mean()), x)
 
 

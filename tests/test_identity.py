@@ -232,8 +232,10 @@ def test_identity_batch_values_from_batch_means():
     vals, below, above = _identity.identity_batches(0.95, 0.1, r.batch_s,
                                                     r.batch_longest_queue_tail)
     assert np.array_equal(vals, r.batch_identity_mean_queue_length)
-    bm = batch_means(vals)
+    bm = batch_means(vals, skew_adjusted=True)
     assert bm.ci == r.identity_ci
+    # not the Student interval: these batch values are skewed
+    assert batch_means(vals).ci != r.identity_ci
     top = qt.top_level(0.95, 0.1)
     assert np.allclose(above, r.batch_s[:, top + 1:].sum(axis=1))
     assert np.all(below >= 0.0)

@@ -581,6 +581,45 @@ def test_batch_means_and_correlation_diagnostic():
         batch_means([1.0])
 
 
+def test_skew_adjusted_batch_means():
+    # Willink's (2005) interval: a = G1 / (6 sqrt(B)) with G1 the unbiased sample
+    # skewness, limits mean - G(+-t) S / sqrt(B), G(r) = ((1 + 6a(r - a))^(1/3) - 1)/(2a)
+    x = np.array([0.2, 0.3, 0.35, 0.5, 0.9, 1.4, 3.0])
+    w = batch_means(x, skew_adjusted=True)
+    B, m, se = x.size, x.mean(), x.std(ddof=1) / math.sqrt(x.size)
+    a = stats.skew(x, bias=False) / (6 * math.sqrt(B))
+    tq = stats.t.ppf(0.975, B - 1)
+
+    def g(r):
+        return (np.cbrt(1 + 6 * a * (r - a)) - 1) / (2 * a)
+
+    assert w.ci == pytest.approx((m - g(tq) * se, m - g(-tq) * se), rel=1e-12)
+    assert w.mean == m and w.half_width == pytest.approx((w.ci[1] - w.ci[0]) / 2)
+    assert w.ci[1] - m > m - w.ci[0]  # right-skewed: reaches further above the mean
+    # symmetric batches: the Student interval; nearly symmetric: continuous across the
+    # switch to the first-order expansion at |a| = 1e-6
+    y = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert batch_means(y, skew_adjusted=True).ci == pytest.approx(batch_means(y).ci)
+    from qtheory.statistics import _willink_g
+    for r in (2.1, -2.1):
+        for a_ in (0.999e-6, -0.999e-6):  # the expansion against the closed form
+            exact = (np.cbrt(1 + 6 * a_ * (r - a_)) - 1) / (2 * a_)
+            assert _willink_g(r, a_) == pytest.approx(exact, abs=1e-9)
+        assert _willink_g(r, 0.0) == r
+    # coverage for the mean of 20 exponential batch values (skewness 2 each): the
+    # Student interval misses high far more often than low; Willink's is close to 95%
+    # (20000 samples: binomial sd 0.0016; measured 0.917 and 0.948 with this seed)
+    X = np.random.default_rng(20261202).exponential(size=(20000, 20))
+    cov_t = np.mean([lo <= 1.0 <= hi for lo, hi in (batch_means(r).ci for r in X)])
+    cov_w = np.mean([lo <= 1.0 <= hi for lo, hi in
+                     (batch_means(r, skew_adjusted=True).ci for r in X)])
+    assert cov_t < 0.93 and abs(cov_w - 0.95) < 0.01
+    with pytest.raises(ValueError, match="3 batches"):
+        batch_means([1.0, 2.0], skew_adjusted=True)
+    with pytest.raises(ValueError, match="skew_adjusted"):
+        batch_means(x, skew_adjusted="yes")
+
+
 def test_correlated_batches_are_flagged():
     # p = 0.1, lam = 0.95, N = 200 over a short horizon from empty: the mean is still
     # drifting, so consecutive batch means are strongly correlated.
