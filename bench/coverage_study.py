@@ -26,8 +26,11 @@ and interval are printed beside it as a check that both estimators estimate the 
 mean.
 
 Printed per point and estimator: the runs, the coverage with its exact (Clopper-Pearson)
-95% binomial interval, the median realized half-width against the predicted one, the
-fraction of runs with a SimulationWarning, and the time taken.  With 1000 runs a
+95% binomial interval, the fractions of intervals wholly below ("low") and wholly above
+("high") the reference, the median realized half-width against the predicted one, the
+fraction of runs with a SimulationWarning, and the time taken.  Beside the two
+estimators, ``identity_student`` is the Student interval of the identity's batch values
+on the same runs (what simulate reported before it adopted Willink's interval).  With 1000 runs a
 procedure whose true coverage is 0.95 lands in [0.93, 0.97] with probability about
 0.996 (binomial standard deviation 0.0069); with 200 runs only about 0.84.
 
@@ -49,14 +52,20 @@ import numpy as np
 from scipy import stats
 
 import qtheory as qt
+from qtheory.statistics import batch_means
 from reproduce_large import commit  # the same commit record (bench/ is on sys.path)
 
-# (lam, p, N, target half-width): a light point, a critical top level (lam s_8 = p),
-# and heavy traffic with N = 1000; the half-widths are large enough that the
-# batch-length floor sets both plans (the stringent case: the shortest batches the rules
-# allow), except at the light point, where the plans differ.
-POINTS = [(0.7, 0.2, 1000, 0.01), (0.9, 0.1, 100, 0.5), (0.99, 0.2, 1000, 0.3)]
-QUICK = [(0.7, 0.2, 1000, 0.01), (0.9, 0.1, 100, 0.5)]
+# (lam, p, N, target half-width, runs as a multiple of --runs): a light point, a critical
+# top level (lam s_8 = p), and heavy traffic with N = 1000; the half-widths are large
+# enough that the batch-length floor sets both plans (the stringent case: the shortest
+# batches the rules allow), except at the light point, where the plans differ.  The two
+# cheap points get four times the runs (binomial sd 0.0034 instead of 0.0069).
+# The last row repeats the critical point with batches twice as long (plan_run's
+# max_lag1 halved from its default 0.05), to see how much of a shortfall there comes
+# from the shortest batches.
+POINTS = [(0.7, 0.2, 1000, 0.01, 4, 0.05), (0.9, 0.1, 100, 0.5, 4, 0.05),
+          (0.99, 0.2, 1000, 0.3, 1, 0.05), (0.9, 0.1, 100, 0.5, 4, 0.025)]
+QUICK = [(0.7, 0.2, 1000, 0.01, 1, 0.05), (0.9, 0.1, 100, 0.5, 1, 0.05)]
 REFERENCE_FACTOR = 100.0
 
 
@@ -76,8 +85,12 @@ def planned_runs(plan, runs, seed, desc):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", qt.SimulationWarning)
             r = qt.simulate(**plan, seed=child, progress=False)
-        out.append(dict(plain=r.ci, identity=r.identity_ci, warned=bool(caught),
-                        hw_plain=r.half_width, hw_identity=r.identity_half_width,
+        student = batch_means(r.batch_identity_mean_queue_length)  # for comparison
+        out.append(dict(plain=r.ci, identity=r.identity_ci, identity_student=student.ci,
+                        warned=bool(caught), hw_plain=r.half_width,
+                        hw_identity=r.identity_half_width,
+                        hw_identity_student=student.half_width,
+                        lag1_identity_student=r.identity_lag1,
                         lag1_plain=r.lag1, lag1_identity=r.identity_lag1,
                         events=r.n_events))
     return out
@@ -99,9 +112,10 @@ def reference(plan, factor, seed):
                 identity_lag1=r.identity_lag1, plain_lag1=r.lag1)
 
 
-def run_point(lam, p, n, h, runs, seed):
+def run_point(lam, p, n, h, runs, seed, max_lag1=0.05):
     plans = {e: qt.plan_run(n, lam, p, half_width=h, n_chains=2, estimator=e,
-                            calibrate=False) for e in ("plain", "identity")}
+                            calibrate=False, max_lag1=max_lag1)
+             for e in ("plain", "identity")}
     same = {k: v for k, v in plans["plain"].items() if k != "estimator"} == \
         {k: v for k, v in plans["identity"].items() if k != "estimator"}
     t0 = time.perf_counter()
@@ -118,16 +132,20 @@ def run_point(lam, p, n, h, runs, seed):
     ref = reference(plans["identity"], REFERENCE_FACTOR, seed + 100)
     ref_seconds = time.perf_counter() - t1
     truth = ref["identity"]
-    row = dict(lam=lam, p=p, n=n, half_width=h, runs=runs, seed=seed, same_runs=same,
+    row = dict(lam=lam, p=p, n=n, half_width=h, max_lag1=max_lag1, runs=runs, seed=seed,
+               same_runs=same,
                reference=ref, seconds=seconds, reference_seconds=ref_seconds,
                estimators={})
-    for e in ("plain", "identity"):
+    results["identity_student"] = results["identity"]
+    for e in ("plain", "identity", "identity_student"):
         rs = results[e]
         ok = sum(r[e][0] <= truth <= r[e][1] for r in rs)
         hw = [r["hw_" + e] for r in rs]
-        pl = plans[e]
+        pl = plans["identity" if e == "identity_student" else e]
         row["estimators"][e] = dict(
             covered=int(ok), coverage=ok / len(rs), ci=binom_ci(ok, len(rs)),
+            misses_below=float(np.mean([r[e][1] < truth for r in rs])),
+            misses_above=float(np.mean([r[e][0] > truth for r in rs])),
             median_half_width=float(np.median(hw)),
             predicted_half_width=pl.predicted_half_width,
             warned=float(np.mean([r["warned"] for r in rs])),
@@ -149,17 +167,18 @@ def main():
     args = ap.parse_args()
     pts = QUICK if args.quick else POINTS
     rows = []
-    print(f"{'lam':>5} {'p':>5} {'N':>6} {'h':>6} {'estimator':>9} {'runs':>5} "
-          f"{'coverage':>8} {'95% binomial':>15} {'median hw':>10} {'predicted':>10} "
-          f"{'warned':>6} {'lag-1':>6} {'events/run':>10} {'sec':>6}")
+    print(f"{'lam':>5} {'p':>5} {'N':>6} {'h':>6} {'estimator':>16} {'runs':>5} "
+          f"{'coverage':>8} {'95% binomial':>15} {'low':>6} {'high':>6} {'median hw':>10} "
+          f"{'predicted':>10} {'warned':>6} {'lag-1':>6} {'events/run':>10} {'sec':>6}")
     t_all = time.perf_counter()
-    for k, (lam, p, n, h) in enumerate(pts):
-        row = run_point(lam, p, n, h, args.runs, args.seed + 1000 * k)
+    for k, (lam, p, n, h, mult, max_lag1) in enumerate(pts):
+        row = run_point(lam, p, n, h, mult * args.runs, args.seed + 1000 * k, max_lag1)
         rows.append(row)
         ref = row["reference"]
         for e, st in row["estimators"].items():
-            print(f"{lam:5.2f} {p:5.2f} {n:6d} {h:6.3g} {e:>9} {row['runs']:5d} "
+            print(f"{lam:5.2f} {p:5.2f} {n:6d} {h:6.3g} {e:>16} {row['runs']:5d} "
                   f"{st['coverage']:8.3f} ({st['ci'][0]:.3f}, {st['ci'][1]:.3f}) "
+                  f"{st['misses_below']:6.3f} {st['misses_above']:6.3f} "
                   f"{st['median_half_width']:10.3g} {st['predicted_half_width']:10.3g} "
                   f"{st['warned']:6.3f} {st['mean_lag1']:+6.3f} "
                   f"{st['events_per_run']:10.3g} {row['seconds']:6.0f}", flush=True)
