@@ -10,9 +10,9 @@ is an approximate 95% confidence interval for the steady-state mean (:math:`S` t
 standard deviation of the batch means).  The method's known failure is batches that are
 too short: the batch means are then positively correlated and the interval too narrow.
 The lag-1 autocorrelation of the batch means is the standard diagnostic.  A second
-failure is skewed batch means with few batches: a batch whose mean is low then tends to
-have a small spread as well, the Student interval around it is too narrow, and it misses
-on one side more often than on the other.  ``batch_means(..., skew_adjusted=True)``
+failure is skewed batch means with few batches: a run whose batch means are low on the
+whole then tends to have a small spread among them as well, the Student interval around
+it is too narrow, and it misses on one side more often than on the other.  ``batch_means(..., skew_adjusted=True)``
 gives Willink's skewness-adjusted interval for that case.
 
 References
