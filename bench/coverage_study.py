@@ -3,10 +3,10 @@
 (Not named coverage.py: run as a script from bench/, that name would hide the
 ``coverage`` package that numba imports.)
 
-Run from the repository root (about six minutes on two quiet cores with the defaults;
-363 s on 2 December 2026):
+Run from the repository root (about eight minutes on two quiet cores with the defaults;
+477 s on 2 December 2026):
 
-    PYTHONPATH=. python bench/coverage_study.py                       # 1000 runs per point
+    PYTHONPATH=. python bench/coverage_study.py       # 4000 or 1000 runs per point
     PYTHONPATH=. python bench/coverage_study.py --runs 200 --quick    # a smoke test
     PYTHONPATH=. python bench/coverage_study.py --out book/data/coverage.json
 
@@ -21,18 +21,18 @@ both intervals; otherwise each estimator gets its own runs.
 The reference is a separate long run: the identity plan's warm-up and 100 times its
 measured time per chain (the cost of 100 planned runs), so that its identity interval
 is about ten times narrower than a planned run's (7.9 to 12.4 times in the stored
-study) and its own error moves a coverage by well under a percentage point; its plain estimate
-and interval are printed beside it as a check that both estimators estimate the same
-mean.
+study) and its own error moves a coverage by well under a percentage point; its plain
+estimate and interval are printed beside it as a check that both estimators estimate
+the same mean.
 
 Printed per point and estimator: the runs, the coverage with its exact (Clopper-Pearson)
 95% binomial interval, the fractions of intervals wholly below ("low") and wholly above
 ("high") the reference, the median realized half-width against the predicted one, the
 fraction of runs with a SimulationWarning, and the time taken.  Beside the two
 estimators, ``identity_student`` is the Student interval of the identity's batch values
-on the same runs (what simulate reported before it adopted Willink's interval).  With 1000 runs a
-procedure whose true coverage is 0.95 lands in [0.93, 0.97] with probability about
-0.996 (binomial standard deviation 0.0069); with 200 runs only about 0.84.
+on the same runs (what simulate reported before it adopted Willink's interval).  With
+1000 runs a procedure whose true coverage is 0.95 lands in [0.93, 0.97] with probability
+about 0.996 (binomial standard deviation 0.0069); with 200 runs only about 0.84.
 
 ``--out`` stores the rows with the commit and the seeds in a JSON file that the
 simulation chapter reads (book/data/coverage.json, section "Coverage of planned

@@ -71,10 +71,10 @@ the random-number loop of the benchmark (the generator alone is 11), and the mea
 speed ratio, 0.40 to 0.42, is that of the instruction counts (19/49 = 0.39); the
 compiler keeps several loop constants and array addresses on the stack, since the
 generator's state, the clock and the top level fill most registers.  Half the
-random-number loop's speed would need at most about 38 instructions per event.  So :func:`run_events` keeps the instruction count small: an arrival is
-read from the low word ``lo`` directly (``lo >> 1 < a_thr`` is ``lo < 2 a_thr``), the
-idle-station token is recognized from its index (``idx = 0``), the check for room for
-one more level is made once per block of events (the top level rises by at most one per
+random-number loop's speed would need at most about 38 instructions per event.  So
+:func:`run_events` keeps the instruction count small: an arrival is read from the low
+word ``lo`` directly (``lo >> 1 < a_thr`` is ``lo < 2 a_thr``), the idle-station token
+is recognized from its index (``idx = 0``), the check for room for one more level is made once per block of events (the top level rises by at most one per
 event), and the update of the longest queue M, which changes at a few percent of the
 events at most (3.5% at N = 100, less for larger N), is one multiplication and a branch
 that is almost never taken.  With few stations a second limit appears: an event's write

@@ -39,7 +39,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats
 
 from . import _engine
 from . import _invariant as _inv
@@ -839,7 +838,7 @@ class ExcessEstimate:
         Estimate of :math:`E[v^N_1] - v^I_1` (jobs per station).
     ci : tuple of float
         95% batch-means confidence interval ``(low, high)`` (jobs per station):
-        Willink's skewness-adjusted interval (:func:`qtheory.batch_means` with
+        Willink's skewness-adjusted interval (:func:`qtheory.statistics.batch_means` with
         ``skew_adjusted=True``; the Student one with 2 batches), as simulate's
         ``identity_ci``.
     half_width : float

@@ -134,10 +134,10 @@ class SimulationResult:
         ``p = 1`` (for ``lam <= p``, :math:`i^* = 0`, it equals the plain average).
     identity_ci : tuple of float
         Its 95% batch-means interval over the same batches, adjusted for their skewness
-        (Willink, 2005; :func:`qtheory.batch_means` with ``skew_adjusted=True``): where
-        the top level is sparse (small N) the identity's batch values are right-skewed,
-        and the Student interval misses low more often than high (at (0.9, 0.1),
-        N = 100, 4000 planned runs: 7.3% of its intervals below the truth against 0.6%
+        (Willink, 2005; :func:`qtheory.statistics.batch_means` with
+        ``skew_adjusted=True``): where the top level is sparse (small N) the
+        identity's batch values are right-skewed, and the Student interval misses low
+        more often than high (at (0.9, 0.1), N = 100, 4000 planned runs: 7.3% of its intervals below the truth against 0.6%
         above, coverage 0.921; Willink's 0.936; ``bench/coverage_study.py``, shown in
         the simulation chapter).  Not centred on the estimate;
         :attr:`identity_half_width` is half its length.

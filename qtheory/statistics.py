@@ -12,8 +12,9 @@ too short: the batch means are then positively correlated and the interval too n
 The lag-1 autocorrelation of the batch means is the standard diagnostic.  A second
 failure is skewed batch means with few batches: a run whose batch means are low on the
 whole then tends to have a small spread among them as well, the Student interval around
-it is too narrow, and it misses on one side more often than on the other.  ``batch_means(..., skew_adjusted=True)``
-gives Willink's skewness-adjusted interval for that case.
+it is too narrow, and it misses on one side more often than on the other.
+``batch_means(..., skew_adjusted=True)`` gives Willink's skewness-adjusted interval for
+that case.
 
 References
 ----------
