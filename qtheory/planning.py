@@ -390,9 +390,10 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
         ``correlation_time / (2 max_lag1)`` (10 correlation times by default, 5 at
         0.1; :func:`qtheory.simulate` flags batches shorter than 5).  A larger value
         halves the run where the batch-length floor decides it (heavy traffic, large
-        N), at the price of an interval about ``sqrt(1 + 2 max_lag1)`` too narrow:
-        the default's 20 batch means in two chains cover about 0.939 instead of 0.95
-        (:func:`qtheory.statistics.batch_means_coverage`; measured in the simulation
+        N), at the price of an interval about ``sqrt(1 + 2 max_lag1)`` too narrow.
+        Where the batch-length floor sets the batches (10 correlation times), 20 batch
+        means in two chains cover about 0.939 instead of 0.95 (0.938 to 0.944 for 1 to
+        16 chains; :func:`qtheory.statistics.batch_means_coverage`, and the simulation
         chapter's coverage study).
     calibrate : bool, optional
         Measure this machine's event rate once per process for ``expected_seconds``

@@ -220,9 +220,8 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
     r"""Coverage of the Student batch-means interval when the batches are finite.
 
     For a stationary process with variance :math:`v` and exponential autocorrelation
-    :math:`e^{-|u|/\tau}` (an Ornstein-Uhlenbeck process; for the queue, the slowest
-    mode of the linear-noise model, with :math:`\tau` the correlation time of
-    :func:`qtheory.plan_run`), batches of length :math:`b` in ``n_chains`` independent
+    :math:`e^{-|u|/\tau}` (an Ornstein-Uhlenbeck process), batches of length :math:`b`
+    in ``n_chains`` independent
     chains of ``n_batches`` batches each, with :math:`x = b/\tau` and
     :math:`q = e^{-x}`, have (by integrating the autocovariance over one batch and over
     two batches)
@@ -242,9 +241,17 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
     :math:`S^2/E S^2` as :math:`\chi^2_{B-1}/(B-1)`, independent of :math:`\bar X`
     (an approximation, exact for independent normal batch means):
     :math:`P(|T_{B-1}| \le t_{B-1,(1+\ell)/2}\sqrt{r})` with :math:`r` the variance
-    ratio and :math:`\ell` = ``level``.  For batches of ten correlation times, the shortest the plans use, 20 batch
-    means in two chains give about 0.939 instead of 0.95; dividing the half-width by
-    :math:`\sqrt r` would correct it under this model.
+    ratio and :math:`\ell` = ``level``.  For batches of ten correlation times, the
+    shortest the plans use, 20 batch means in two chains give about 0.939 instead of
+    0.95; dividing the half-width by :math:`\sqrt r` would correct it under this model.
+
+    For the queue, take :math:`\tau` to be the mean lag
+    :math:`\int_0^\infty u\,C(u)\,du / \int_0^\infty C(u)\,du` of its
+    autocovariance :math:`C` (the ``correlation_time`` of :func:`qtheory.plan_run`):
+    for any autocovariance with exponential tails, the variance of a batch mean and
+    the covariance of adjacent ones agree with this model's to first order in
+    :math:`\tau/b`, since both depend on :math:`C` at that order only through
+    :math:`\int C` and :math:`\int u\,C`.
 
     Parameters
     ----------
@@ -263,7 +270,8 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
     Returns
     -------
     BatchCorrelationEffect
-        ``variance_ratio`` and ``lag1`` exact under the model; ``coverage``
+        ``variance_ratio`` and ``lag1`` exact under the model (to a relative 1e-7 or
+        better for ``batch_length / correlation_time >= 1e-9``); ``coverage``
         approximate, as above.
 
     Raises
@@ -286,16 +294,22 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
                      high=math.inf, high_open=True)
     m = check_positive_int(n_batches, "n_batches", minimum=1)
     k = check_positive_int(n_chains, "n_chains", minimum=1)
-    if m > 10**6 or k > 10**6:
-        raise ValueError("n_batches and n_chains must be at most 1e6")
+    if m > 10**6:
+        raise ValueError(f"n_batches must be an integer in [1, 1e6], got {m}")
+    if k > 10**6:
+        raise ValueError(f"n_chains must be an integer in [1, 1e6], got {k}")
     if m * k < 2:
         raise ValueError("n_batches * n_chains must be at least 2 (batch means in all)")
     level = check_real(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     x = b / tau
+    if not 0.0 < x < math.inf:  # finite inputs whose ratio overflows or underflows
+        raise ValueError("batch_length / correlation_time must be a positive finite "
+                         f"ratio, got {b!r} / {tau!r}")
     one_q = -math.expm1(-x)  # 1 - q, without cancellation for short batches
     # Var of a batch mean and the adjacent covariance, in units of v (the formulas
     # above; the series of 2/x (1 - (1 - q)/x) where the closed form cancels)
-    var_b = 2.0 / x * (1.0 - one_q / x) if x > 1e-3 else 1.0 - x / 3.0 + x * x / 12.0
+    var_b = (2.0 / x * (1.0 - one_q / x) if x > 1e-3
+             else 1.0 - x / 3.0 + x * x / 12.0 - x ** 3 / 60.0)
     cov1 = (one_q / x) ** 2
     lags = np.arange(1, m, dtype=np.float64)  # sum over lags k of (m - k) q^(k - 1)
     s = float(np.sum((m - lags) * np.exp(-x * (lags - 1.0))))

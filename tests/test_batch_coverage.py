@@ -29,7 +29,8 @@ def _adjacent_cov(length):
     return val / length ** 2
 
 
-@pytest.mark.parametrize("x, m", [(0.5, 3), (2.0, 4), (10.0, 5)])
+@pytest.mark.parametrize("x, m", [(5e-4, 3), (0.05, 4), (0.5, 3), (2.0, 4),
+                                  (10.0, 5)])
 def test_variances_match_quadrature(x, m):
     """lag1 and the variance of one chain's mean (recovered from variance_ratio with one
     chain: Var(mean) = Var(batch) / (1 + (m - 1) r)) equal the double integrals."""
@@ -55,7 +56,8 @@ def test_scale_invariance_and_chains():
 def test_limits():
     """Long batches: independent batch means, the nominal level; the lag-1 correlation
     is tau / (2 b) to first order.  Batches far shorter than tau: every batch of a chain
-    the same, so with two chains S^2 / B over Var(mean) tends to B / (2 (B - 1)) / (B / 2)."""
+    the same, so with two chains S^2 / B over Var(mean) tends to
+    (B / (2 (B - 1))) / B / (1 / 2)."""
     for level in (0.9, 0.95, 0.99):
         eff = batch_means_coverage(1e7, 1.0, n_batches=10, n_chains=2, level=level)
         assert eff.variance_ratio == pytest.approx(1.0, abs=1e-6)
@@ -105,19 +107,27 @@ def test_coverage_against_exact_ou_simulation(x):
     assert abs(covered - eff.coverage) < 4 * sd, (covered, eff.coverage)
     ratio = float(se2.mean() / np.mean(centre ** 2))
     assert ratio == pytest.approx(eff.variance_ratio, abs=0.03)
-    if x == 10.0:  # the shortfall is real: 0.95 lies far outside the binomial band
+    if x == 10.0:  # the shortfall is real: 0.95 lies outside the binomial band
         assert covered < 0.95 - 4 * sd
 
 
 @pytest.mark.parametrize("kwargs, name", [
     (dict(batch_length=0.0), "batch_length"), (dict(batch_length=-1.0), "batch_length"),
-    (dict(batch_length=math.nan), "batch_length"), (dict(batch_length=math.inf), "batch_length"),
+    (dict(batch_length=math.nan), "batch_length"),
+    (dict(batch_length=math.inf), "batch_length"),
     (dict(correlation_time=0.0), "correlation_time"),
+    (dict(correlation_time=-1.0), "correlation_time"),
+    (dict(correlation_time=math.nan), "correlation_time"),
     (dict(correlation_time=math.inf), "correlation_time"),
+    (dict(batch_length=1.0, correlation_time=5e-324), "batch_length / correlation_time"),
+    (dict(batch_length=1e308, correlation_time=1e-308), "batch_length / correlation_time"),
+    (dict(batch_length=1e-308, correlation_time=1e308), "batch_length / correlation_time"),
     (dict(n_batches=0), "n_batches"), (dict(n_batches=2.5), "n_batches"),
     (dict(n_batches=True), "n_batches"), (dict(n_chains=0), "n_chains"),
     (dict(n_batches=1, n_chains=1), "n_batches"), (dict(level=0.0), "level"),
-    (dict(level=1.0), "level"), (dict(n_batches=10**7), "n_batches"),
+    (dict(level=1.0), "level"), (dict(level=math.nan), "level"),
+    (dict(level=True), "level"), (dict(n_batches=10**7), "n_batches"),
+    (dict(n_chains=10**7), "n_chains"),
 ])
 def test_bad_input(kwargs, name):
     args = dict(batch_length=10.0, correlation_time=1.0)
