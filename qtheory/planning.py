@@ -108,6 +108,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import _engine, _runlength
+from .statistics import batch_means_coverage
 from ._runlength import DEFAULT_EVENTS_PER_SECOND, events_per_second  # noqa: F401
 from ._validation import check_lam, check_n_stations, check_p, check_positive_int, \
     check_real
@@ -220,6 +221,13 @@ class RunPlan(Mapping):
     asymptotic_variance_plain, asymptotic_variance_identity : float
         The predicted :math:`\sigma^2` of each estimator (NaN where the identity is not
         defined).
+    predicted_coverage : float
+        Approximate coverage of the Student 95% interval from these batches, were the
+        autocorrelation of the mean queue length exponential with ``correlation_time``
+        (:func:`qtheory.statistics.batch_means_coverage`): about 0.939 for 2 x 10
+        batches of ten correlation times, 0.95 only for batches much longer.  NaN
+        where nothing fluctuates (``lam = 0``).  For the identity estimator, whose
+        interval is Willink's, it describes the Student interval of the same batches.
     """
 
     n_stations: int
@@ -246,6 +254,7 @@ class RunPlan(Mapping):
     estimator_note: str = ""
     asymptotic_variance_plain: float = math.nan
     asymptotic_variance_identity: float = math.nan
+    predicted_coverage: float = math.nan
 
     # Mapping protocol: only simulate's keyword arguments.
     def __getitem__(self, key):
@@ -289,6 +298,10 @@ class RunPlan(Mapping):
             f"  {self.n_chains} chain(s) x {self.n_batches} batches of length "
             f"{fmt_t(self.batch_length)} (correlation time {self.correlation_time:.4g}); "
             f"t_end = {fmt_t(self.t_end)}",
+            *([f"  predicted coverage of its Student 95% interval "
+               f"{self.predicted_coverage:.3f} (batches of "
+               f"{self.batch_length / self.correlation_time:.1f} correlation times)"]
+              if math.isfinite(self.predicted_coverage) else []),
             f"  estimator: {self.estimator} ({self.estimator_note})",
             f"  variance model: {self.variance_model}, sigma^2 = "
             f"{self.asymptotic_variance:.4g}; predicted half-width "
@@ -510,6 +523,11 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain
     seconds = expected_events / (eps * min(k, _engine.available_cores()))
+    coverage = math.nan
+    if tau > 0.0 and batch_length > 0.0 and math.isfinite(batch_length / tau) \
+            and batch_length / tau > 0.0:
+        coverage = batch_means_coverage(batch_length, tau, n_batches=b_per_chain,
+                                        n_chains=k).coverage
     return RunPlan(
         n_stations=n, lam=lam, p=p, t_end=float(t_end), warmup=float(warmup),
         n_batches=int(b_per_chain), n_chains=int(k), s0=s0, start=start,
@@ -521,4 +539,5 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
         estimator=name, estimator_note=note,
         asymptotic_variance_plain=float(s2_plain),
         asymptotic_variance_identity=float(s2_ident),
+        predicted_coverage=float(coverage),
     )

@@ -258,3 +258,27 @@ def test_max_lag1_trades_batch_length_for_run_length():
     # simulate's batch check (five correlation times) accepts both
     th = planning.variance_model(10**4, 0.99, 0.05)
     assert b.batch_length >= 5 * th["correlation_time"] * (1 - 1e-12)
+
+
+def test_plan_predicts_the_coverage_of_its_batches():
+    """predicted_coverage is batch_means_coverage of the plan's own batches: about 0.939
+    at the batch-length floor (2 x 10 batches of ten correlation times), higher where
+    the variance asks for longer batches, higher still with halved max_lag1; NaN when
+    nothing fluctuates; the summary prints it."""
+    from qtheory.statistics import batch_means_coverage
+
+    floor = plan(10**4, 0.99, 0.05, half_width=0.1, n_chains=2)
+    assert floor.batch_length == pytest.approx(10 * floor.correlation_time)
+    expect = batch_means_coverage(floor.batch_length, floor.correlation_time,
+                                  n_batches=floor.n_batches, n_chains=floor.n_chains)
+    assert floor.predicted_coverage == expect.coverage
+    assert 0.935 < floor.predicted_coverage < 0.942
+    assert f"{floor.predicted_coverage:.3f}" in floor.summary()
+    longer = plan(10**4, 0.99, 0.05, half_width=0.1, n_chains=2, max_lag1=0.025)
+    assert longer.predicted_coverage > floor.predicted_coverage + 0.004
+    light = plan(1000, 0.7, 0.2, half_width=0.01, n_chains=2, estimator="plain")
+    assert light.batch_length > 12 * light.correlation_time
+    assert floor.predicted_coverage < light.predicted_coverage < 0.95
+    empty = plan(100, 0.0, 0.2, half_width=0.1, n_chains=2)
+    assert math.isnan(empty.predicted_coverage)
+    assert "predicted coverage" not in empty.summary()
