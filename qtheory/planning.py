@@ -523,11 +523,8 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain
     seconds = expected_events / (eps * min(k, _engine.available_cores()))
-    coverage = math.nan
-    if tau > 0.0 and batch_length > 0.0 and math.isfinite(batch_length / tau) \
-            and batch_length / tau > 0.0:
-        coverage = batch_means_coverage(batch_length, tau, n_batches=b_per_chain,
-                                        n_chains=k).coverage
+    coverage = (batch_means_coverage(batch_length, tau, n_batches=b_per_chain,
+                                     n_chains=k).coverage if tau > 0.0 else math.nan)
     return RunPlan(
         n_stations=n, lam=lam, p=p, t_end=float(t_end), warmup=float(warmup),
         n_batches=int(b_per_chain), n_chains=int(k), s0=s0, start=start,

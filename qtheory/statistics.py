@@ -221,10 +221,9 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
 
     For a stationary process with variance :math:`v` and exponential autocorrelation
     :math:`e^{-|u|/\tau}` (an Ornstein-Uhlenbeck process), batches of length :math:`b`
-    in ``n_chains`` independent
-    chains of ``n_batches`` batches each, with :math:`x = b/\tau` and
-    :math:`q = e^{-x}`, have (by integrating the autocovariance over one batch and over
-    two batches)
+    in ``n_chains`` independent chains of ``n_batches`` batches each, with
+    :math:`x = b/\tau` and :math:`q = e^{-x}`, have (by integrating the autocovariance
+    over one batch and over two batches)
 
     .. math::
 
