@@ -327,22 +327,24 @@ def mini_book() -> pm.Book:
                          proof_class="sketch"))})
 
 
-def test_dot_source_has_clusters_nodes_edges_and_three_cues():
+def test_panel_source_has_nodes_external_nodes_edges_and_three_cues():
     b = mini_book()
-    numbers = {"a-lem": "Lemma 1", "a-ext": "Theorem 1", "b-thm": "Theorem 2"}
-    dot = pm.dot_source(b, numbers, {"a": "Chapter A", "b": "Chapter B"},
-                        urls={k: f"x.html#{k}" for k in numbers},
-                        source_names={"meyn2009markov": "Meyn and Tweedie 2009"})
-    assert dot.count("subgraph \"cluster_") == 2
-    assert len(re.findall(r'^\s+"[\w-]+" \[label=', dot, re.M)) == 3
-    assert len(re.findall(r'-> "[\w-]+" \[id="proof-map-edge-', dot)) == 2
-    # each chapter sits below the one before it (an invisible band between them)
-    assert '"proof-map-band-0" -> "b-thm" [style=invis' in dot
-    assert '"a-lem" -> "b-thm"' in dot      # drawn from the result used to its user
-    assert "Meyn and Tweedie 2009, Theorem 11.3.4" in dot
+    numbers = {"a-lem": "Lemma 1.1", "a-ext": "Theorem 1.2", "b-thm": "Theorem 2.1"}
+    urls = {k: f"x.html#{k}" for k in numbers}
+    names = {"meyn2009markov": "Meyn and Tweedie 2009"}
+    titles = {"a": "1. Chapter A", "b": "2. Chapter B"}
+    dot_b = pm.panel_source(b, "b", numbers, titles, urls=urls, source_names=names)
+    # its own result, and the two results of chapter A that its proof uses, dashed
+    assert 'id="proof-map-node-b-thm"' in dot_b
+    assert dot_b.count('class="status-') == 3 and dot_b.count("external") == 2
+    assert '"a-lem" -> "b-thm" [id=' in dot_b and '"a-ext" -> "b-thm" [id=' in dot_b
+    assert "1. Chapter A" in dot_b              # where the used results live
+    dot_a = pm.panel_source(b, "a", numbers, titles, urls=urls, source_names=names)
+    assert "external" not in dot_a and "->" not in dot_a
+    assert "Meyn and Tweedie 2009, Theorem 11.3.4" in dot_a   # the source, in the tooltip
     cues = {}
-    for label in numbers:
-        line = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"{label}" ['))
+    for dot, label in ((dot_a, "a-lem"), (dot_a, "a-ext"), (dot_b, "b-thm")):
+        line = next(ln for ln in dot.splitlines() if f'id="proof-map-node-{label}"' in ln)
         cues[label] = (re.search(r'fillcolor="([^"]+)"', line)[1],
                        re.search(r"shape=(\w+)", line)[1] + re.search(r'style="([^"]+)"',
                                                                       line)[1],
@@ -351,8 +353,27 @@ def test_dot_source_has_clusters_nodes_edges_and_three_cues():
     for k in range(3):
         assert len({c[k] for c in cues.values()}) == 3, cues
     assert cues["a-lem"][2] == "proved" and cues["b-thm"][2] == "open"
-    # without links (the PDF's drawing) there is no URL
-    assert "URL=" not in pm.dot_source(b, numbers, {})
+    # without links (the PDF's drawing) there is no URL, and no title in the boxes
+    bare = pm.panel_source(b, "a", numbers, titles, compact=True)
+    assert "URL=" not in bare and "Base" not in bare
+
+
+def test_panels_hold_at_most_per_row_results_side_by_side():
+    # eight independent lemmas: chained invisibly so that at most three share a row
+    b = pm.build_book({"a": page("A", *[result("lemma", f"a-{k}", "status-proved",
+                                              proof="Direct.") for k in range(8)])})
+    dot = pm.panel_source(b, "a", {}, per_row=3)
+    chain = re.findall(r'"a-(\d)" -> "a-(\d)" \[style=invis\]', dot)
+    assert chain == [(str(k), str(k + 3)) for k in range(5)], chain
+
+
+def test_overview_joins_chapters_whose_proofs_use_each_other():
+    b = mini_book()
+    dot = pm.overview_source(b, {"a": "1. Chapter A", "b": "2. Chapter B"},
+                             {"a": "a.html", "b": "b.html"})
+    assert '"a" -> "b";' in dot and '"b" -> "a"' not in dot
+    assert "1 proved, 1 cited" in dot and "1 open" in dot
+    assert 'URL="a.html"' in dot and "Key" in dot
 
 
 def test_dot_renders_with_links():
@@ -362,17 +383,22 @@ def test_dot_renders_with_links():
 
     b = mini_book()
     numbers = {"a-lem": "Lemma 1", "a-ext": "Theorem 1", "b-thm": "Theorem 2"}
-    svg = render_svg(pm.dot_source(b, numbers, {}, urls={k: f"x.html#{k}" for k in numbers}))
-    assert svg.startswith("<svg") and "<title>" not in svg
-    assert sorted(re.findall(r'xlink:href="x\.html#([\w-]+)"', svg)) == sorted(numbers)
+    urls = {k: f"x.html#{k}" for k in numbers}
+    svgs = [render_svg(pm.panel_source(b, d, numbers, urls=urls)) for d in ("a", "b")]
+    assert all(s.startswith("<svg") and "<title>" not in s for s in svgs)
+    linked = sorted(set(re.findall(r'xlink:href="x\.html#([\w-]+)"', "".join(svgs))))
+    assert linked == sorted(numbers)
 
 
 def test_bib_names():
     bib = ("@book{meyn2009markov,\n  author = {Meyn, Sean and Tweedie, Richard L.},\n"
            "  title = {Markov Chains},\n  year = {2009},\n}\n"
-           "@article{a2000,\n  author = {Ann One and Bob Two and Cy Three},\n  year = 2000,\n}\n")
+           "@article{a2000,\n  author = {Ann One and Bob Two and Cy Three},\n  year = 2000,\n}\n"
+           "@book{b1999,\n  author = {Br{\\'e}maud, Pierre},\n  year = {1999},\n}\n"
+           "@book{c2003,\n  author = {Bernt {\\O}ksendal and Kurt G{\\\"o}del},\n  year = {2003},\n}\n")
     assert pm.bib_names(bib) == {"meyn2009markov": "Meyn and Tweedie 2009",
-                                 "a2000": "One et al. 2000"}
+                                 "a2000": "One et al. 2000", "b1999": "Brémaud 1999",
+                                 "c2003": "Øksendal and Gödel 2003"}
 
 
 # ======================================================================================

@@ -11,6 +11,8 @@ box, display equations that fit or scroll.
 * Every MathJax display of every page fits the text column at 1280 px (a desktop window;
   the widest displays are set on two lines in the sources), and at 768 px (a tablet) fits
   or scrolls inside the column: nothing is clipped and nothing runs over the margin.
+* Every block of code or output fits its box at 1280 px (it wraps: no number the text
+  quotes is hidden behind a horizontal scroll bar; issue 31, item 9).
 
 The browser checks use the built book and the Chromium of ``tests/test_browser.py``
 (skipped, or failed in CI, without them); the figure check runs from the sources.
@@ -233,6 +235,24 @@ DISPLAY_JS = """
 """
 
 
+# Blocks of code and output whose content is wider than their box (a reader would have to
+# scroll sideways to see the end of a line).
+CODE_JS = """
+() => Array.from(document.querySelectorAll(
+    'div.cell_input pre, div.cell_output pre, div.highlight pre, div.output pre'))
+  .filter(el => el.offsetParent !== null)
+  .map(el => ({text: (el.textContent || '').trim().slice(0, 60),
+               width: el.scrollWidth, room: el.clientWidth}))
+  .filter(b => b.width > b.room + 1)
+"""
+
+
+def code_problems(rel: str, width: int, blocks: list[dict]) -> list[str]:
+    """Code or output blocks that scroll sideways at this window width."""
+    return [f"{rel} at {width} px: a code/output block {b['width']} px wide scrolls in "
+            f"{b['room']} px: {b['text']!r}" for b in blocks]
+
+
 def display_problems(rel: str, width: int, displays: list[dict],
                      must_fit: bool = False) -> list[str]:
     """Displays cut off, running over the text column's right edge, or (``must_fit``)
@@ -270,6 +290,8 @@ def test_display_equations_fit_or_scroll(rel, server, browser):  # noqa: F811
             page.goto(f"{server}/{rel}", wait_until="load", timeout=60_000)
             page.evaluate(PAGE_REPORT_JS)  # waits for MathJax
             displays = page.evaluate(DISPLAY_JS)
+            if must_fit:
+                problems += code_problems(rel, width, page.evaluate(CODE_JS))
         finally:
             context.close()
         count += len(displays)
@@ -310,6 +332,27 @@ def test_planted_display_defects(browser, tmp_path):  # noqa: F811
                 assert any(w in p for w in want for p in problems), (name, problems)
             else:
                 assert problems == [], (name, problems)
+
+
+def test_planted_code_block_defects(browser, tmp_path):  # noqa: F811
+    """The code gate fails on an output line that scrolls sideways and passes it once the
+    book's stylesheet wraps it."""
+    css = (ROOT / "book" / "_static" / "qtheory-reader.css").read_text()
+    line = "x = " + " ".join(f"{k:.6f}" for k in range(60))
+    body = f'<div class="cell_output"><pre style="overflow-x:auto">{line}</pre></div>'
+    (tmp_path / "bare.html").write_text(_PAGE.format(css="", body=body))
+    (tmp_path / "book.html").write_text(_PAGE.format(css=css, body=body))
+    with serve(tmp_path) as url:
+        found = {}
+        for name in ("bare.html", "book.html"):
+            context, page = _offline_page(browser, 1280)
+            try:
+                page.goto(f"{url}/{name}")
+                found[name] = code_problems(name, 1280, page.evaluate(CODE_JS))
+            finally:
+                context.close()
+    assert found["bare.html"] and "scrolls" in found["bare.html"][0], found
+    assert found["book.html"] == [], found
 
 
 def test_planted_text_and_search_defects():

@@ -17,12 +17,13 @@ This module reads the book's MyST sources (no Sphinx needed) and returns
 
 It is one module so that the tests (``tests/test_proof_map.py``) and the build
 (``book/_ext/qtheory_proof_map.py``, which draws the page ``book/proof-map.md``) run the
-same code. :func:`dot_source` writes the map in Graphviz's DOT language; the extension
-lays it out with Graphviz's ``dot`` (see its docstring for why).
+same code. :func:`overview_source` (the chapters) and :func:`panel_source` (one panel per
+chapter) write the map in Graphviz's DOT language; the extension lays it out with
+Graphviz's ``dot`` (see its docstring for why).
 
 Entry points: :func:`load_book` (the real book, from ``_toc.yml``), :func:`build_book`
 (any ``{docname: MyST text}`` in book order, e.g. synthetic pages in a test),
-:func:`check`, :func:`dot_source`.
+:func:`check`, :func:`overview_source`, :func:`panel_source`.
 """
 
 from __future__ import annotations
@@ -765,18 +766,18 @@ def _wrap(text: str, width: int = 30) -> list[str]:
 
 
 def _legend() -> str:
-    """The key of the drawing (an HTML-like Graphviz table): the three statuses with
-    their fill, border and text, and what an arrow means."""
+    """The key of the drawings (an HTML-like Graphviz table, drawn above the overview):
+    the three statuses with their fill, border and text, and what an arrow means."""
     cells = []
-    for status, words in (("proved", "proved here"), ("cited", "cited (folded corner)"),
-                          ("open", "open: sketch or conjecture")):
+    for status, words in (("proved", "proved here"), ("cited", "cited"),
+                          ("open", "open")):
         st = STYLE[status]
         style = ' style="rounded"' if status == "proved" else \
             (' style="dashed"' if status == "open" else "")
         cells.append(f'<td bgcolor="{st["fill"]}" color="{st["line"]}" border="2"'
                      f'{style} cellpadding="4"><i>[{st["text"]}]</i> {words}</td>')
     arrow = ('<tr><td border="0"></td><td border="0" colspan="3" cellpadding="2" '
-             'align="left">A &#8594; B: the proof of A uses B, which sits higher up</td></tr>')
+             'align="left">B below A, joined: the proof of B uses A</td></tr>')
     return ('<table border="0" cellspacing="6"><tr><td border="0"><b>Key</b></td>'
             + "".join(cells) + "</tr>" + arrow + "</table>")
 
@@ -808,78 +809,143 @@ def status_text(r: Result, source_names: dict[str, str] | None = None) -> str:
     return f"cited: {src}, {place}"
 
 
-def dot_source(book: Book, numbers: dict[str, str], chapter_titles: dict[str, str],
-               urls: dict[str, str] | None = None,
-               chapter_urls: dict[str, str] | None = None,
-               source_names: dict[str, str] | None = None,
-               compact: bool = False) -> str:
-    """The map in DOT: chapters as clusters, each below the one before it (book order
-    from the top; invisible edges through one point between consecutive chapters), one
-    node per result, an arrow from each result to each result its proof uses (drawn
-    pointing at the result used, which sits higher up), status by fill, border, shape
-    and a text line.
+def _chunk_edges(labels: list[str], per_row: int) -> list[str]:
+    """Invisible edges that put at most ``per_row`` of ``labels`` (in book order) side by
+    side: each one sits below the one ``per_row`` places before it."""
+    return [f'  "{_esc(a)}" -> "{_esc(b)}" [style=invis];'
+            for a, b in zip(labels, labels[per_row:])]
 
-    ``numbers`` maps labels to the printed name ("Theorem 7"); ``urls`` (optional) to
+
+def panel_docs(book: Book) -> list[str]:
+    """The pages that state results, in book order: one panel of the map each."""
+    return [d for d in book.docnames if any(r.docname == d and r.label for r in book.results)]
+
+
+def panel_source(book: Book, doc: str, numbers: dict[str, str],
+                 chapter_titles: dict[str, str] | None = None,
+                 urls: dict[str, str] | None = None,
+                 source_names: dict[str, str] | None = None,
+                 compact: bool = False, per_row: int = 3) -> str:
+    """One chapter's panel of the map in DOT: a node per result of the page ``doc``, and
+    above them, drawn dashed and white, the results of other pages that their proofs use;
+    an arrow from each result used to each result whose proof uses it (drawn pointing at
+    the result used, which sits higher up). Status by fill, border and shape and by a
+    text line ([proved], [cited], [open]); a cited result's source is in its tooltip and
+    in the map's table.
+
+    At most ``per_row`` results of the page (and of the results of other pages)
+    sit side by side, so that a panel stays narrow enough for a page at its natural size
+    (issue 31, item 9: the whole map in one drawing was 1891 px wide).
+
+    ``numbers`` maps labels to the printed name ("Theorem 7.3"); ``urls`` (optional) to
     link targets; without them the nodes carry no links (the PDF's drawing).
     ``compact`` leaves the titles out of the nodes (the PDF's drawing, whose table gives
-    them), so that the drawing fits a page.
+    them). Node ids: ``proof-map-node-<label>`` for the page's own results,
+    ``proof-map-ext-<n>-<label>`` for the others (``n`` the panel's index).
     """
     urls = urls or {}
-    chapter_urls = chapter_urls or {}
-    out = ["digraph proofmap {",
-           '  graph [rankdir=TB, newrank=true, nodesep=0.22, ranksep=0.42, '
-           'fontname="Helvetica", fontsize=12, bgcolor="white", pad=0.15, '
-           'id="proof-map-graph"];',
-           '  node [fontname="Helvetica", fontsize=10, margin="0.10,0.05", '
+    chapter_titles = chapter_titles or {}
+    own = [r for r in book.results if r.docname == doc and r.label]
+    mine = {r.label for r in own}
+    used = []
+    for r in own:
+        used += [u for u in r.uses if u not in mine and u not in used]
+    k = panel_docs(book).index(doc) if doc in panel_docs(book) else 0
+    out = [f'digraph "proofmap_{k}" {{',
+           '  graph [rankdir=TB, nodesep=0.1, ranksep=0.32, concentrate=true, '
+           f'fontname="Helvetica", bgcolor="white", pad=0.1, id="proof-map-panel-{k}"];',
+           '  node [fontname="Helvetica", fontsize=10, margin="0.08,0.04", '
            'fontcolor="#000000"];',
-           '  edge [color="#3a3a3a", arrowsize=0.7, dir=back, penwidth=1.1];',
-           f"  label=<{_legend()}>; labelloc=t; labeljust=l;"]
-    for ci, doc in enumerate(d for d in book.docnames
-                             if any(r.docname == d for r in book.results)):
-        cluster = [f'  subgraph "cluster_{ci}" {{',
-                   f'    label="{_esc(chapter_titles.get(doc, doc))}"; '
-                   'fontname="Helvetica-Bold"; fontsize=11; style="rounded"; '
-                   f'color="#8c8c8c"; id="proof-map-chapter-{ci}";']
-        if doc in chapter_urls:
-            cluster.append(f'    URL="{_esc(chapter_urls[doc])}"; target="_self"; '
-                           f'tooltip="{_esc(chapter_titles.get(doc, doc))}";')
-        for r in book.results:
-            if r.docname != doc or not r.label:
-                continue
-            st = STYLE.get(r.status, STYLE["unknown"])
-            lines = [f"<b>{_esc(numbers.get(r.label, r.label))}</b>"]
-            if r.title and not compact:
-                lines += [_esc(t) for t in _wrap(plain_title(r.title))]
-            lines += [f"<i>{_esc(t)}</i>" for t in _wrap(f"[{status_text(r, source_names)}]",
-                                                        34)]
-            attrs = [f'label=<{"<br/>".join(lines)}>', f'shape={st["shape"]}',
-                     f'style="{st["style"]}"', f'fillcolor="{st["fill"]}"',
-                     f'color="{st["line"]}"', f'penwidth={st["penwidth"]}',
-                     f'id="proof-map-node-{_esc(r.label)}"', f'class="status-{r.status}"']
-            if r.label in urls:
-                tip = f"{numbers.get(r.label, r.label)} ({plain_title(r.title)}): " \
-                      f"{status_text(r, source_names)}"
-                attrs += [f'URL="{_esc(urls[r.label])}"', 'target="_self"',
-                          f'tooltip="{_esc(tip)}"']
-            cluster.append(f'    "{_esc(r.label)}" [{", ".join(attrs)}];')
-        cluster.append("  }")
-        out += cluster
-    k = 0
-    for r in book.results:
+           '  edge [color="#3a3a3a", arrowsize=0.7, dir=back, penwidth=1.1];']
+    for u in used:
+        r = book.by_label[u]
+        where = chapter_titles.get(r.docname, r.docname)
+        lines = [_esc(numbers.get(u, u))]
+        if not compact:
+            lines += [f'<font point-size="8">{_esc(t)}</font>' for t in _wrap(where, 22)]
+        attrs = [f'label=<{"<br/>".join(lines)}>', 'shape=box', 'style="dashed"',
+                 'color="#6b6b6b"', 'fillcolor="#ffffff"', f'id="proof-map-ext-{k}-{_esc(u)}"',
+                 f'class="status-{r.status} external"']
+        if u in urls:
+            tip = f"{numbers.get(u, u)} ({plain_title(r.title)}), in {where}"
+            attrs += [f'URL="{_esc(urls[u])}"', 'target="_self"', f'tooltip="{_esc(tip)}"']
+        out.append(f'  "{_esc(u)}" [{", ".join(attrs)}];')
+    for r in own:
+        st = STYLE.get(r.status, STYLE["unknown"])
+        lines = [f"<b>{_esc(numbers.get(r.label, r.label))}</b>"]
+        if r.title and not compact:
+            lines += [_esc(t) for t in _wrap(plain_title(r.title), 22)]
+        lines.append(f"<i>[{st['text']}]</i>")
+        attrs = [f'label=<{"<br/>".join(lines)}>', f'shape={st["shape"]}',
+                 f'style="{st["style"]}"', f'fillcolor="{st["fill"]}"',
+                 f'color="{st["line"]}"', f'penwidth={st["penwidth"]}',
+                 f'id="proof-map-node-{_esc(r.label)}"', f'class="status-{r.status}"']
+        if r.label in urls:
+            tip = f"{numbers.get(r.label, r.label)} ({plain_title(r.title)}): " \
+                  f"{status_text(r, source_names)}"
+            attrs += [f'URL="{_esc(urls[r.label])}"', 'target="_self"',
+                      f'tooltip="{_esc(tip)}"']
+        out.append(f'  "{_esc(r.label)}" [{", ".join(attrs)}];')
+    e = 0
+    for r in own:
         for u in r.uses:
-            k += 1
-            out.append(f'  "{_esc(u)}" -> "{_esc(r.label)}" [id="proof-map-edge-{k}"];')
-    chapters = [d for d in book.docnames if any(r.docname == d and r.label
-                                                for r in book.results)]
-    for g, (above, below) in enumerate(zip(chapters, chapters[1:])):
-        out.append(f'  "proof-map-band-{g}" [shape=point, style=invis, width=0, '
-                   f'height=0, label="", id="proof-map-band-{g}"];')
-        out += [f'  "{_esc(r.label)}" -> "proof-map-band-{g}" [style=invis, weight=0];'
-                for r in book.results if r.docname == above and r.label]
-        out += [f'  "proof-map-band-{g}" -> "{_esc(r.label)}" [style=invis, weight=0];'
-                for r in book.results if r.docname == below and r.label]
+            e += 1
+            out.append(f'  "{_esc(u)}" -> "{_esc(r.label)}" [id="proof-map-edge-{k}-{e}"];')
+    out += _chunk_edges(used, per_row) + _chunk_edges([r.label for r in own], per_row)
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def overview_source(book: Book, chapter_titles: dict[str, str] | None = None,
+                    chapter_urls: dict[str, str] | None = None, per_row: int = 3) -> str:
+    """The map at the scale of chapters, in DOT: one node per page that states results
+    (its title and how many results it proves, cites and leaves open), an arrow from a
+    page to a later one when a proof of the later page uses a result of the earlier."""
+    chapter_titles = chapter_titles or {}
+    chapter_urls = chapter_urls or {}
+    docs = panel_docs(book)
+    out = ['digraph "proofmap_overview" {',
+           '  graph [rankdir=TB, nodesep=0.12, ranksep=0.3, concentrate=true, '
+           'fontname="Helvetica", bgcolor="white", pad=0.1, id="proof-map-overview"];',
+           '  node [fontname="Helvetica", fontsize=10, margin="0.08,0.04", shape=box, '
+           'style="rounded,filled", fillcolor="#f2f2f2", color="#6b6b6b", '
+           'fontcolor="#000000"];',
+           '  edge [color="#3a3a3a", arrowsize=0.7, dir=back, penwidth=1.0];',
+           f"  label=<{_legend()}>; labelloc=t; labeljust=l;"]
+    for k, d in enumerate(docs):
+        rs = [r for r in book.results if r.docname == d and r.label]
+        counts = [f"{sum(r.status == s for r in rs)} {w}" for s, w in
+                  (("proved", "proved"), ("cited", "cited"), ("open", "open"))
+                  if any(r.status == s for r in rs)]
+        lines = [f"<b>{_esc(t)}</b>" for t in _wrap(chapter_titles.get(d, d), 24)]
+        lines.append(f'<font point-size="8">{_esc(", ".join(counts))}</font>')
+        attrs = [f'label=<{"<br/>".join(lines)}>', f'id="proof-map-chapter-{k}"']
+        if d in chapter_urls:
+            attrs += [f'URL="{_esc(chapter_urls[d])}"', 'target="_self"',
+                      f'tooltip="{_esc(chapter_titles.get(d, d))}"']
+        out.append(f'  "{_esc(d)}" [{", ".join(attrs)}];')
+    pairs = []
+    for r in book.results:
+        for u in r.uses:
+            a, b = book.by_label[u].docname, r.docname
+            if a != b and (a, b) not in pairs:
+                pairs.append((a, b))
+    out += [f'  "{_esc(a)}" -> "{_esc(b)}";' for a, b in pairs]
+    out += _chunk_edges(docs, per_row)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def latex_to_text(text: str) -> str:
+    """BibTeX's LaTeX (``Br{\\'e}maud``, ``{\\"O}ksendal``) as plain Unicode text."""
+    try:
+        import latexcodec  # noqa: F401  (pybtex's dependency: registers the codec)
+        import codecs
+
+        text = codecs.decode(text, "ulatex")
+    except (ImportError, ValueError, UnicodeDecodeError):
+        pass
+    return text.replace("{", "").replace("}", "").strip()
 
 
 def bib_names(bibtex: str) -> dict[str, str]:
@@ -893,7 +959,7 @@ def bib_names(bibtex: str) -> dict[str, str]:
         for person in re.split(r"\s+and\s+", author[1]) if author else []:
             person = person.strip().strip("{}")
             last = person.split(",")[0] if "," in person else person.split()[-1]
-            names.append(last.strip("{} "))
+            names.append(latex_to_text(last))
         who = (names[0] + " et al." if len(names) > 2 else " and ".join(names)) or key
         out[key] = f"{who} {year[1]}" if year else who
     return out

@@ -333,4 +333,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", lambda a: a.config.html_static_path.append(str(static))
                 if str(static) not in a.config.html_static_path else None)
     app.add_css_file("qtheory-a11y.css")
+    app.add_css_file("qtheory-reader.css")  # code and output wrap (issue 31, item 9)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,10 +13,14 @@ What it does
   only proved or cited results, no unannounced forward reference, no cycle, markers and
   status tables agree, ...). Every problem is a build warning, hence an error under
   ``-W``: the book cannot be built with a result shown as proved that rests on an open one.
-* **Draws** the directive ``{proof-map} graph`` as an inline SVG laid out by Graphviz's
-  ``dot`` (HTML: every node links to its result, every chapter box to its chapter; status
-  shown by fill colour, by border and shape, and by a text line), and as a vector PDF
-  through ``sphinx.ext.graphviz`` in the LaTeX edition (no links). ``{proof-map} table``
+* **Draws** the directive ``{proof-map} graph`` as inline SVGs laid out by Graphviz's
+  ``dot``: an overview of the chapters (which chapter's proofs use which), then one panel
+  per page that states results, with the results of other pages that its proofs use
+  drawn dashed above (HTML: every node links to its result, every chapter to its page;
+  status shown by fill colour, by border and shape, and by a text line); each panel is
+  narrow enough to fit a 1280 px window at its natural size (``proof_map.panel_source``).
+  In the LaTeX edition the panels are vector PDFs through ``sphinx.ext.graphviz`` (no
+  links). ``{proof-map} table``
   is the accessible version: one row per result with its chapter, status (cited results
   with their source and the place in it), the results its proof uses and those that use
   it, all as cross-references. ``{proof-map} summary`` counts the results by status.
@@ -284,10 +288,19 @@ def _summary(env) -> nodes.paragraph:
     return nodes.paragraph(text=text)
 
 
-def _dot(app, env, docname: str, links: bool) -> str:
+def _chapter_title(env, doc: str) -> str:
+    """A page's title with its chapter number when it has one ("6. The fluid limit")."""
+    title = env.titles[doc].astext() if doc in env.titles else doc
+    number = getattr(env, "toc_secnumbers", {}).get(doc, {}).get("")
+    return f"{'.'.join(map(str, number))}. {title}" if number else title
+
+
+def _drawings(app, env, docname: str, links: bool) -> list[tuple[str, str, str]]:
+    """The map's drawings in DOT, with the page each is about (empty for the overview)
+    and its caption: the chapters overview (HTML only), then one panel per page."""
     book = env.qtheory_proof_map
     numbers = {r.label: printed_name(env, r.label) for r in book.results if r.label}
-    titles = {d: env.titles[d].astext() for d in book.docnames if d in env.titles}
+    titles = {d: _chapter_title(env, d) for d in book.docnames}
     urls, chapter_urls = {}, {}
     if links:
         for r in book.results:
@@ -296,17 +309,29 @@ def _dot(app, env, docname: str, links: bool) -> str:
                     "#" + r.label
         for d in book.docnames:
             chapter_urls[d] = app.builder.get_relative_uri(docname, d)
-    return pm.dot_source(book, numbers, titles, urls=urls, chapter_urls=chapter_urls,
-                         source_names=_source_names(app), compact=not links)
+    names = _source_names(app)
+    out = []
+    if links:
+        out.append(("", pm.overview_source(book, titles, chapter_urls),
+                    "The chapters and appendices that state results: an arrow from one to "
+                    "a later one means that a proof of the later one uses a result of the "
+                    "earlier. Each box links to its page; each page's own map follows."))
+    for doc in pm.panel_docs(book):
+        out.append((doc, pm.panel_source(book, doc, numbers, titles, urls=urls,
+                                         source_names=names, compact=not links),
+                    f"The results of {titles[doc]} (coloured boxes) and, dashed above "
+                    "them, the results of other pages that their proofs use."))
+    return out
 
 
 def _caption_text() -> str:
-    return ("The proof map. Each box is a result, in the box of its chapter; an arrow "
-            "from one result to another means that the proof of the first uses the "
-            "second. Status: proved here (green, solid rounded box, marked [proved]); "
-            "cited from a source (blue, box with a folded corner, marked [cited] with "
-            "the source); open, a sketch or a conjecture (orange, dashed box, marked "
-            "[open]). The table below gives the same information.")
+    return ("The proof map, one drawing per page. Each box is a result; a result joined "
+            "to one below it is used by the proof of the lower one. Status: proved here "
+            "(green, solid rounded box, marked [proved]); cited from a source (blue, box "
+            "with a folded corner, marked [cited]; the source is in the table below); "
+            "open, a sketch or a conjecture (orange, dashed box, marked [open]). Dashed "
+            "white boxes are results of other pages. The table below gives the same "
+            "information.")
 
 
 def _replace(app: Sphinx, doctree, docname: str) -> None:
@@ -329,22 +354,33 @@ def _replace(app: Sphinx, doctree, docname: str) -> None:
                      "below gives the same information: every result, its status and the "
                      "results its proof uses.", classes=["caption"]))
         elif app.builder.format == "html":
-            svg = proof_map_svg(code=_dot(app, env, docname, links=True),
-                                caption=_caption_text())
-            node.replace_self(svg)
+            new = [nodes.paragraph(text=_caption_text(), classes=["qtheory-proof-map-caption"],
+                                   ids=["proof-map-caption"])]
+            for k, (doc, code, caption) in enumerate(_drawings(app, env, docname, True)):
+                if doc:
+                    title = _chapter_title(env, doc)
+                    rubric = nodes.rubric(classes=["qtheory-proof-map-panel-title"])
+                    rubric += make_refnode(app.builder, docname, doc, "",
+                                           nodes.inline(title, title))
+                    new.append(rubric)
+                new.append(proof_map_svg(code=code, caption=caption, index=k))
+            node.replace_self(new)
         else:
             from sphinx.ext.graphviz import graphviz
 
-            graph = graphviz()
-            graph["code"] = _dot(app, env, docname, links=False)
-            graph["options"] = {"docname": docname}
-            graph["align"] = "center"
-            graph["alt"] = "The proof map"
-            caption = _caption_text().replace(
+            new = [nodes.paragraph(text=_caption_text().replace(
                 "The table below gives the same information.",
-                "The boxes give only the numbers (zoom in to read them); the table below "
-                "gives the titles and the same information.")
-            node.replace_self([graph, nodes.paragraph(text=caption, classes=["caption"])])
+                "The boxes give only the numbers; the table below gives the titles and the "
+                "same information."), classes=["caption"])]
+            for doc, code, _ in _drawings(app, env, docname, False):
+                new.append(nodes.rubric(text=_chapter_title(env, doc)))
+                graph = graphviz()
+                graph["code"] = code
+                graph["options"] = {"docname": docname}
+                graph["align"] = "center"
+                graph["alt"] = f"The proof map of {_chapter_title(env, doc)}"
+                new.append(graph)
+            node.replace_self(new)
 
 
 _SVG_CACHE: dict[str, str] = {}
@@ -379,22 +415,17 @@ def visit_svg_html(self, node) -> None:
         LOGGER.warning(f"proof map: dot failed: {err} {detail.decode(errors='replace')}",
                        location=node, type="qtheory", subtype="proof_map")
         raise nodes.SkipNode from err
-    label = ("Proof map of the book: the results of each chapter and, as arrows, the "
-             "results each proof uses. The table below gives the same information.")
+    label = self.encode(node["caption"])
     width = re.search(r'<svg width="([\d.]+pt)"', svg)
-    # as wide as the column allows, at most its own size, at least 70% of it (then the
-    # box scrolls): the labels stay readable
-    size = (f"width:100%;max-width:{width[1]};min-width:{0.7 * float(width[1][:-2]):.0f}pt;"
-            "height:auto") if width else "height:auto"
+    # at most its own size, narrower when the column is: each panel is drawn narrow
+    # enough (proof_map.panel_source) to fit a 1280 px window at its natural size
+    size = f"width:100%;max-width:{width[1]};height:auto" if width else "height:auto"
     svg = svg.replace("<svg ", '<svg role="group" aria-labelledby="proof-map-caption" '
                       f'focusable="false" style="{size}" ', 1)
-    # full-width: the theme lets the drawing use the margin column too
     self.body.append(
-        '<div class="qtheory-proof-map full-width">'
+        '<div class="qtheory-proof-map">'
         f'<div class="qtheory-proof-map-scroll" role="region" tabindex="0" '
-        f'aria-label="{label}">{svg}</div>'
-        f'</div><p class="qtheory-proof-map-caption" id="proof-map-caption">'
-        f'{self.encode(node["caption"])}</p>\n')
+        f'aria-label="{label}">{svg}</div></div>\n')
     raise nodes.SkipNode
 
 
