@@ -59,7 +59,7 @@ def speedup(events, repeat):
     s0 = qt.invariant_state(LAM, P)
     kw = dict(t_end=t_end, warmup=0.0, s0=s0, n_chains=2, seed=7, progress=False)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         qt.simulate(N, LAM, P, t_end=1.0, warmup=0.0, seed=0, progress=False)  # compile
         best = {}
         results = {}
@@ -91,7 +91,7 @@ def planned(half_width, repeat):
         best = float("inf")
         for _ in range(repeat):
             with warnings.catch_warnings(record=True) as c:
-                warnings.simplefilter("always", qt.SimulationWarning)
+                warnings.simplefilter("always", qt.simulation.SimulationWarning)
                 dt, r = timed(lambda: qt.simulate(**plan, seed=1, workers=w,
                                                   progress=False))
             best = min(best, dt)

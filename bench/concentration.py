@@ -1,6 +1,6 @@
 """Concentration of the stationary laws on the invariant state: the fitted rates.
 
-Runs qtheory.concentration_study with longer simulations than the book can afford and
+Runs qb.concentration_study with longer simulations than the book can afford and
 prints, for each (lam, p), one row per N and power-law fits c N^(-alpha) of
 E||s^N - s^I||_1, the spill-over E s_{i*+1}, the bias ||E s^N - s^I||_1 and the excess
 of the mean queue over the fluid value (for lam < p: N times the mean queue).
@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 import qtheory
+from qtheory import book as qb
 
 CASES = [(0.9, 0.1), (0.99, 0.05), (0.7, 0.2), (0.3, 0.5)]
 N_VALUES = [1, 2, 3, 10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000]
@@ -23,7 +24,7 @@ N_VALUES = [1, 2, 3, 10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000]
 def main(events):
     for lam, p in CASES:
         t = time.perf_counter()
-        c = qtheory.concentration_study(lam, p, N_VALUES, events_per_run=events,
+        c = qb.concentration_study(lam, p, N_VALUES, events_per_run=events,
                                         seed=2026, exact_max_states=200_000)
         print(f"\nlam={lam}, p={p}: i*={c.top_level}, fluid mean {c.fluid_mean:.6f}, "
               f"{time.perf_counter() - t:.0f} s, {events:.0e} events per run")

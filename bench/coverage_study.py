@@ -8,7 +8,7 @@ Run from the repository root (about eight minutes on two quiet cores with the de
 
     PYTHONPATH=. python bench/coverage_study.py       # 4000 or 1000 runs per point
     PYTHONPATH=. python bench/coverage_study.py --runs 200 --quick    # a smoke test
-    PYTHONPATH=. python bench/coverage_study.py --out book/data/coverage.json
+    PYTHONPATH=. python bench/coverage_study.py --out qtheory/book/data/coverage.json
 
 For each point (lam, p, N) and half-width h it plans a run for each estimator,
 ``qtheory.plan_run(N, lam, p, half_width=h, n_chains=2, estimator=...)`` (two chains, as
@@ -35,7 +35,7 @@ on the same runs (what simulate reported before it adopted Willink's interval). 
 about 0.996 (binomial standard deviation 0.0069); with 200 runs only about 0.84.
 
 ``--out`` stores the rows with the commit and the seeds in a JSON file that the
-simulation chapter reads (book/data/coverage.json, section "Coverage of planned
+simulation chapter reads (qtheory/book/data/coverage.json, section "Coverage of planned
 intervals").  The identity estimator's interval is simulate's ``identity_ci``:
 Willink's skewness-adjusted batch-means interval (qtheory.statistics.batch_means with
 skew_adjusted=True); the plain one is the Student interval.
@@ -83,7 +83,7 @@ def planned_runs(plan, runs, seed, desc):
     out = []
     for child in tqdm(children, desc=desc, leave=False):
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", qt.SimulationWarning)
+            warnings.simplefilter("always", qt.simulation.SimulationWarning)
             r = qt.simulate(**plan, seed=child, progress=False)
         student = batch_means(r.batch_identity_mean_queue_length)  # for comparison
         out.append(dict(plain=r.ci, identity=r.identity_ci, identity_student=student.ci,
@@ -103,7 +103,7 @@ def reference(plan, factor, seed):
     kw["t_end"] = plan.warmup + factor * (plan.t_end - plan.warmup)
     kw["n_batches"] = 20
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         r = qt.simulate(**kw, seed=seed, progress=True)
     return dict(identity=r.identity_mean_queue_length, identity_ci=list(r.identity_ci),
                 plain=r.mean_queue_length, plain_ci=list(r.ci), events=r.n_events,

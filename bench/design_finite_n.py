@@ -16,7 +16,7 @@ searches take about a minute on two quiet cores, more than the chapter's share o
 book's budget.  This script makes them once and writes, for every N, the prediction at
 ``p*`` (mean, excess, error estimate, regime), the design and the prediction at the
 design, with the commit, the wall times and the qtheory version, to
-``book/data/design_finite_n.json``.  The Monte Carlo of ``finite_n_mean`` is seeded
+``qtheory/book/data/design_finite_n.json``.  The Monte Carlo of ``finite_n_mean`` is seeded
 inside qtheory (a fixed seed per path), so every number is a function of (N, lam, p)
 and of the code alone; there is no seed to choose.  The chapter reads the file and
 recomputes a cheap subset (the predictions at ``p*`` for N = 1e2 and 1e4, and at the
@@ -43,7 +43,8 @@ def _prediction(f):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join("book", "data", "design_finite_n.json"))
+    ap.add_argument("--out", default=os.path.join("qtheory", "book", "data",
+                                                  "design_finite_n.json"))
     args = ap.parse_args()
     p_star = qt.min_centralization(LAM, TARGET)
     rows = []

@@ -30,7 +30,7 @@ r = qtheory.exact_stationary(n, %r, %r, max_queue=K, memory_limit=16e9)
 dt = time.perf_counter() - t
 print(json.dumps(dict(n=n, K=K, states=r.n_states, seconds=dt,
                       peak_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                      estimate_gb=qtheory.exact_memory_estimate(n, K) / 1e9,
+                      estimate_gb=qtheory.exact.exact_memory_estimate(n, K) / 1e9,
                       boundary=r.boundary_mass, trunc=r.truncation_error_estimate,
                       iterations=r.iterations, method=r.method,
                       mean=r.mean_queue_length, residual=r.residual)))

@@ -1,7 +1,7 @@
 """Out-of-sample validation of qtheory.finite_n_mean: a fresh, seeded design drawn after
 the predictor and its error model were frozen.
 
-Writes book/data/finite_n_out_of_sample.json: the design (its distribution and seed), the
+Writes qtheory/book/data/finite_n_out_of_sample.json: the design (its distribution and seed), the
 commit of the frozen predictor, and for every point the measured excess
 E[v^N_1] - v^I_1 with its 95% interval, the plain time average beside it, the prediction
 with its error, and the summary the chapter quotes (coverage of prediction +- error, the
@@ -25,7 +25,7 @@ Each point is measured exactly as the in-sample rows of bench/finite_n_validatio
 of 5% of the pilot's excess, two chains started empty, the warm-up that of the plan at
 the half-width aimed at whatever the budget; below a spare capacity N (1 - lam) of 5 its
 ``measure_aggregate``: 5 + 200 relaxation times of the slower of the fluid model and the
-pooled M/M/1 queue), read through the exact identity (qt.excess_by_identity); seeds
+pooled M/M/1 queue), read through the exact identity (qt.finite_n.excess_by_identity); seeds
 SEED0 + k (pilot) and SEED0 + k + 10000 (final run).
 """
 import argparse
@@ -45,7 +45,8 @@ import finite_n_validation as fv  # noqa: E402  (the in-sample bench: same measu
 
 DESIGN_SEED = 20261202
 SEED0 = 7000
-OUT = Path(__file__).resolve().parents[1] / "book" / "data" / "finite_n_out_of_sample.json"
+OUT = (Path(__file__).resolve().parents[1] / "qtheory" / "book" / "data"
+       / "finite_n_out_of_sample.json")
 fv.MAX_EVENTS = 3e10   # per run; the pilot stays at fv.PILOT_EVENTS
 # below this spare capacity N (1 - lam) a point is measured by fv.measure_aggregate
 AGGREGATE_SPARE = 5.0

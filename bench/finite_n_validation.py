@@ -1,6 +1,6 @@
 """Validate qtheory.finite_n_mean against exact solutions (N = 2..4) and planned simulations.
 
-Writes book/data/finite_n_validation.json: for every row the seeds, plans, commit, the
+Writes qtheory/book/data/finite_n_validation.json: for every row the seeds, plans, commit, the
 measured excess E[v^N_1] - v^I_1 with its 95% interval, and the prediction.  Usage:
 
     python bench/finite_n_validation.py [--sims all|none] [--out PATH]
@@ -107,8 +107,8 @@ def _run(plan, seed):
 
 
 def identity_excess(r, lam, p):
-    """(estimate, 95% half-width, lag-1, per-batch values) from qt.excess_by_identity."""
-    e = qt.excess_by_identity(r)
+    """(estimate, 95% half-width, lag-1, per-batch values) from qt.finite_n.excess_by_identity."""
+    e = qt.finite_n.excess_by_identity(r)
     return e.excess, e.half_width, e.lag1, e.batch_values
 
 
@@ -200,7 +200,7 @@ def predict(row):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", default="all", choices=["all", "none"])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1]
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "qtheory"
                                           / "book" / "data" / "finite_n_validation.json"))
     ap.add_argument("--repredict", action="store_true",
                     help="keep the stored measurements, recompute the predictions")

@@ -41,9 +41,9 @@ print(f"lam={lam}, p={p}, t_end=1e4, {times.size} output times, levels={a.shape[
 print(f"one solve (check=False): {t1 * 1e3:.1f} ms")
 print(f"checked solve (check=True): {t2 * 1e3:.1f} ms")
 print(f"max l1 difference to a solve with 1/4 step, 4x event sampling: "
-      f"{qt.l1_distance(a, b).max():.2e}")
-print(f"l1 distance to invariant state at t=1e4: {qt.l1_distance(a[-1], inv):.3e}")
-print(f"l1 distance to invariant state at t=4e4: {qt.l1_distance(far[-1], inv):.3e}")
+      f"{qt.fluid.l1_distance(a, b).max():.2e}")
+print(f"l1 distance to invariant state at t=1e4: {qt.fluid.l1_distance(a[-1], inv):.3e}")
+print(f"l1 distance to invariant state at t=4e4: {qt.fluid.l1_distance(far[-1], inv):.3e}")
 print(f"started at the invariant state, max l1 drift on [0, 1e4]: "
-      f"{qt.l1_distance(stay, inv).max():.2e}")
+      f"{qt.fluid.l1_distance(stay, inv).max():.2e}")
 print(f"relaxation rate: {qt.relaxation_rate(lam, p):.6f} per mean service time")

@@ -76,7 +76,7 @@ def measure(n, lam, p, length, seed):
     n_fine = int(round(length / mu / b0))
     warm = 10.0 / mu
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         r = qt.simulate(n, lam, p, t_end=warm + n_fine * b0, warmup=warm,
                         n_batches=n_fine, n_chains=2, seed=seed, progress=False)
     sp, tp = acf_stats(r.batch_mean_queue_length, 2, b0, n)

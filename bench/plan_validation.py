@@ -77,7 +77,7 @@ def run_point(n, lam, p, seeds, budget, max_events):
     v = plan.fluid_mean
     for s in range(seeds):
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", qt.SimulationWarning)
+            warnings.simplefilter("always", qt.simulation.SimulationWarning)
             r = qt.simulate(**plan, seed=1000 + s, workers=1, progress=False)
         flags += bool(caught)
         if plan.predicted_half_width > 0:

@@ -1,7 +1,7 @@
 """Witnesses for the rate chapter (book/rate.md): exact solutions and planned simulations.
 
-Writes book/data/rate_witnesses.json with, for every row, the quantities that the rate
-theorem bounds (qt.RateWitness.to_dict(): E||s^N - s^I||_1, the mass above the top level
+Writes qtheory/book/data/rate_witnesses.json with, for every row, the quantities that the rate
+theorem bounds (qb.RateWitness.to_dict(): E||s^N - s^I||_1, the mass above the top level
 E W^N and its rms, E v^N_{i*+2}, the energy, the excess of the mean queue, with 95%
 batch-means half-widths for simulated rows), plus the commit, the seeds, the settings and
 the wall time.  Usage:
@@ -9,10 +9,10 @@ the wall time.  Usage:
     python bench/rate_witnesses.py [--quick] [--out PATH]
 
 Exact rows: qt.exact_stationary at a truncation level whose boundary mass is below
-EXACT_TARGET (found by qtheory.concentration.auto_max_queue), N = 1..4 where the state
+EXACT_TARGET (found by qtheory.book.concentration.auto_max_queue), N = 1..4 where the state
 space allows (at most EXACT_MAX_STATES states).
 
-Simulated rows: qt.rate_witness_simulated, i.e. a run planned by qt.plan_run from the
+Simulated rows: qb.rate_witness_simulated, i.e. a run planned by qt.plan_run from the
 EMPTY state (warm-up at least three fluid relaxation times, 20 batches of at least ten
 correlation times; stretched where the whole system's relaxation time
 1/(N(1 - sqrt(lam))^2) is longer), once with qt.simulate (time averages) and once with
@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 import qtheory as qt
-from qtheory.concentration import auto_max_queue
+from qtheory import book as qb
+from qtheory.book.concentration import auto_max_queue
 
 ROOT = Path(__file__).resolve().parents[1]
 EXACT_TARGET = 1e-8
@@ -75,7 +76,7 @@ def main():
     args = ap.parse_args()
     out = Path(args.out) if args.out else (
         Path("/tmp/rate_witnesses_quick.json") if args.quick
-        else ROOT / "book" / "data" / "rate_witnesses.json")
+        else ROOT / "qtheory" / "book" / "data" / "rate_witnesses.json")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "qtheory", "bench"],
@@ -93,7 +94,7 @@ def main():
         t1 = time.time()
         r = auto_max_queue(N, lam, p, boundary_target=EXACT_TARGET,
                            max_states=EXACT_MAX_STATES)
-        w = qt.rate_witness_exact(r).to_dict()
+        w = qb.rate_witness_exact(r).to_dict()
         w["details"]["seconds"] = time.time() - t1
         exact_rows.append(w)
         print(f"exact ({lam}, {p}) N={N}: K={r.max_queue} states={r.n_states} "
@@ -120,7 +121,7 @@ def main():
         seed = SEED_BASE + 1000 * k + int(round(math.log10(n) * 10))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            w = qt.rate_witness_simulated(n, lam, p, half_width=h, seed=seed,
+            w = qb.rate_witness_simulated(n, lam, p, half_width=h, seed=seed,
                                           progress=False)
         d = w.to_dict()
         d["details"].update(seed=seed, rel=rel, seconds=time.time() - t1,

@@ -20,8 +20,8 @@ book's budget of 60 s per cell (30 s is the aim):
 This script runs exactly that plan with the chapter's seed (the chapter seeds the run of
 N stations with N) and writes every field of the :class:`qtheory.SimulationResult`
 (per-batch arrays included), the plan, the commit, the seed, the wall time and the
-warnings to ``book/data/reproduce_large.json`` (N = 1e5) or
-``book/data/reproduce_small.json`` (N = 10).  The chapter re-plans N itself, checks that
+warnings to ``qtheory/book/data/reproduce_large.json`` (N = 1e5) or
+``qtheory/book/data/reproduce_small.json`` (N = 10).  The chapter re-plans N itself, checks that
 the stored run is that plan, rebuilds the result with
 ``qtheory.SimulationResult(**fields)`` and treats it like its live runs; for N = 10 it
 also makes a short planned run of its own as a live check of the stored interval.
@@ -77,15 +77,15 @@ def main():
     ap.add_argument("--n", type=int, choices=sorted(OUT), default=10**5,
                     help="number of stations (default 100000)")
     ap.add_argument("--out", default=None,
-                    help="output file (default book/data/" + " or ".join(OUT.values()) + ")")
+                    help="output file (default qtheory/book/data/" + " or ".join(OUT.values()) + ")")
     args = ap.parse_args()
-    out_path = args.out or os.path.join("book", "data", OUT[args.n])
+    out_path = args.out or os.path.join("qtheory", "book", "data", OUT[args.n])
     seed = args.n
     pl = plan(args.n)
     print(pl.summary())
     load0 = os.getloadavg()[0]
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         t0 = time.perf_counter()
         r = qt.simulate(**pl, seed=seed)
         seconds = time.perf_counter() - t0

@@ -40,7 +40,7 @@ def unit_run(seed):
     s0 = qt.invariant_state(LAM, P)
     t_end = 1e9 / (N * (1 + LAM))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         t0 = time.perf_counter()
         r = qt.simulate(N, LAM, P, t_end=t_end, warmup=0.0, s0=s0, seed=seed,
                         n_chains=1, workers=1, progress=False)
@@ -55,14 +55,14 @@ def main():
     args = ap.parse_args()
     load0 = os.getloadavg()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         qt.simulate(N, LAM, P, t_end=1.0, warmup=0.0, seed=0, progress=False)  # compile
     u1, ev1 = unit_run(101)
     print(f"1. one-core run of {ev1:.3g} events: {u1:.2f} s ({ev1 / u1:.3g} events/s)")
     plan = qt.plan_run(N, LAM, P, half_width=args.half_width)
     print("\n2. " + plan.summary().replace("\n", "\n   "))
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         t0 = time.perf_counter()
         r = qt.simulate(**plan, seed=args.seed)
         dt = time.perf_counter() - t0

@@ -4,221 +4,112 @@ The model (Tsitsiklis and Xu, 2012): N stations, each with Poisson arrivals at r
 ``lam`` and a local server of rate ``1 - p``, plus one central server of rate ``N p``
 that always serves a longest queue.  Time is measured in mean service times.
 
-The public namespace is curated here; everything else is private.
+The top level holds what a user of the model calls:
+
+* the invariant state of the fluid model (closed form): :func:`invariant_state`,
+  :func:`mean_queue_length`, :func:`top_level`, :func:`heavy_traffic_scaling`,
+  :func:`mm1_mean_queue_length`;
+* the fluid model: :func:`fluid_trajectory`, :func:`fluid_drift`,
+  :func:`relaxation_rate`, :func:`time_to_invariant`;
+* simulation of the N-station system: :func:`plan_run` / :class:`RunPlan`,
+  :func:`simulate` / :class:`SimulationResult`, :func:`replicate`,
+  :func:`sample_path`;
+* exact stationary laws of small systems: :func:`exact_stationary` /
+  :class:`ExactResult`;
+* finite N: :func:`finite_n_mean` / :class:`FiniteNMean`, :func:`finite_n_mean_bounds`,
+  :func:`fluctuation_covariance`; the proved rate: :func:`rate_constants` /
+  :class:`RateConstants`;
+* design: :func:`min_centralization`, :func:`min_centralization_for_delay`,
+  :func:`finite_n_min_centralization`, :func:`design_point` / :class:`DesignPoint`;
+* parameter grids: :func:`sweep` / :class:`SweepResult`.
+
+Everything else is importable from its module (``qtheory.invariant``, ``qtheory.fluid``,
+``qtheory.simulation``, ``qtheory.statistics``, ``qtheory.exact``, ``qtheory.finite_n``,
+``qtheory.design``, ``qtheory.supermarket``, ``qtheory.sweep``, ...).  The book's own
+machinery (coupled constructions, the bounds of the proofs, witnesses, studies, checks,
+explorers, stored results) is the subpackage :mod:`qtheory.book`.
 """
 
 __version__ = "0.1.0"
 
-from .fluid import (  # noqa: F401
-    NaiveSolveResult,
-    fluid_drift,
-    fluid_trajectory,
-    l1_distance,
-    naive_fluid_solve,
-    relaxation_rate,
-    time_to_invariant,
-)
-from .coupling import (  # noqa: F401
-    CoupledDriver,
-    CoupledRun,
-    CountingBound,
-    TailBound,
-    counting_bound,
-    coupled_driver,
-    coupled_run,
-    dkw_uniform_bound,
-    increments_bound,
-    tail_bound,
-    truncated_fluid_trajectory,
-)
-from .fluid_limit import (  # noqa: F401
-    FluidLimitStudy,
-    fluid_limit_distance,
-    fluid_limit_study,
-    martingale_tolerance,
-)
 from .invariant import (  # noqa: F401
     heavy_traffic_scaling,
     invariant_state,
-    invariant_tail_sums,
     mean_queue_length,
     mm1_mean_queue_length,
     top_level,
 )
-from .design import (  # noqa: F401
-    DesignPoint,
-    capacity_without_pooling,
-    design_point,
-    littles_law_sojourn_time,
-    mean_sojourn_time,
-    min_centralization,
-    min_centralization_for_delay,
+from .fluid import (  # noqa: F401
+    fluid_drift,
+    fluid_trajectory,
+    relaxation_rate,
+    time_to_invariant,
 )
-from .supermarket import (  # noqa: F401
-    supermarket_fixed_point,
-    supermarket_mean_queue_length,
-)
-from .sweep import (  # noqa: F401
-    SweepError,
-    SweepFailure,
-    SweepResult,
-    expand_grid,
-    point_seeds,
-    sweep,
-)
-from .exact import (  # noqa: F401
-    ExactResult,
-    TruncationWarning,
-    exact_memory_estimate,
-    exact_state_space_size,
-    exact_stationary,
-)
-from .concentration import (  # noqa: F401
-    ConcentrationResult,
-    concentration_study,
-)
-from .theory_checks import (  # noqa: F401
-    BalanceCheck,
-    LowerBoundCheck,
-    fluid_distance_curve,
-    lower_bound_check,
-    longest_queue_limit,
-    relaxation_rate_bound,
-    shifted_invariant_state,
-    stationary_balance,
+from .simulation import (  # noqa: F401
+    SimulationResult,
+    replicate,
+    sample_path,
+    simulate,
 )
 from .planning import RunPlan, plan_run  # noqa: F401
-from .rate import (  # noqa: F401
-    RateConstants,
-    RateWitness,
-    fit_exponent,
-    rate_constants,
-    rate_witness_exact,
-    rate_witness_simulated,
-)
-from .explorers import (  # noqa: F401
-    Explorer,
-    design_view,
-    explorer,
-    fluid_limit_view,
-    fluid_start,
-    fluid_view,
-    heavy_traffic_view,
-    invariant_view,
-    small_system_view,
-)
+from .exact import ExactResult, exact_stationary  # noqa: F401
 from .finite_n import (  # noqa: F401
-    ExcessEstimate,
     FiniteNMean,
-    excess_by_identity,
     finite_n_mean,
     finite_n_mean_bounds,
     finite_n_min_centralization,
     fluctuation_covariance,
 )
-from .simulation import (  # noqa: F401
-    SimulationResult,
-    SimulationWarning,
-    replicate,
-    sample_path,
-    simulate,
+from .rate import RateConstants, rate_constants  # noqa: F401
+from .design import (  # noqa: F401
+    DesignPoint,
+    design_point,
+    min_centralization,
+    min_centralization_for_delay,
 )
+from .sweep import SweepResult, sweep  # noqa: F401
+# the other public modules, so that ``qtheory.statistics.batch_means`` and the like work
+# after ``import qtheory``
+from . import statistics, supermarket  # noqa: F401,E402
 
 __all__ = [
     "__version__",
-    "NaiveSolveResult",
-    "fluid_drift",
+    # the invariant state (invariant.py)
+    "invariant_state",
+    "mean_queue_length",
+    "top_level",
+    "heavy_traffic_scaling",
+    "mm1_mean_queue_length",
+    # the fluid model (fluid.py)
     "fluid_trajectory",
-    "l1_distance",
-    "naive_fluid_solve",
+    "fluid_drift",
     "relaxation_rate",
     "time_to_invariant",
-    # coupling.py
-    "CoupledDriver",
-    "CoupledRun",
-    "CountingBound",
-    "TailBound",
-    "counting_bound",
-    "coupled_driver",
-    "coupled_run",
-    "dkw_uniform_bound",
-    "increments_bound",
-    "tail_bound",
-    "truncated_fluid_trajectory",
-    "FluidLimitStudy",
-    "fluid_limit_distance",
-    "fluid_limit_study",
-    "martingale_tolerance",
-    "heavy_traffic_scaling",
-    "invariant_state",
-    "invariant_tail_sums",
-    "mean_queue_length",
-    "mm1_mean_queue_length",
-    "top_level",
-    # design.py
-    "DesignPoint",
-    "capacity_without_pooling",
-    "design_point",
-    "littles_law_sojourn_time",
-    "mean_sojourn_time",
-    "min_centralization",
-    "min_centralization_for_delay",
-    # supermarket.py
-    "supermarket_fixed_point",
-    "supermarket_mean_queue_length",
-    # sweep.py
-    "SweepError",
-    "SweepFailure",
-    "SweepResult",
-    "expand_grid",
-    "point_seeds",
-    "sweep",
-    # simulation.py
-    "SimulationResult",
-    "SimulationWarning",
+    # simulation (simulation.py, planning.py)
+    "simulate",
     "replicate",
     "sample_path",
-    "simulate",
-    "RunPlan",
+    "SimulationResult",
     "plan_run",
-    "FiniteNMean",
+    "RunPlan",
+    # exact stationary laws (exact.py)
+    "exact_stationary",
+    "ExactResult",
+    # finite N (finite_n.py)
     "finite_n_mean",
     "finite_n_mean_bounds",
-    "excess_by_identity",
-    "ExcessEstimate",
-    "finite_n_min_centralization",
+    "FiniteNMean",
     "fluctuation_covariance",
-    "ExactResult",
-    "TruncationWarning",
-    "exact_memory_estimate",
-    "exact_state_space_size",
-    "exact_stationary",
-    "ConcentrationResult",
-    "concentration_study",
-    # rate.py
-    "RateConstants",
-    "RateWitness",
-    "fit_exponent",
+    # the proved rate (rate.py)
     "rate_constants",
-    "rate_witness_exact",
-    "rate_witness_simulated",
-    # theory_checks.py
-    "BalanceCheck",
-    "fluid_distance_curve",
-    "longest_queue_limit",
-    "relaxation_rate_bound",
-    "shifted_invariant_state",
-    "stationary_balance",
-    "LowerBoundCheck",
-    "lower_bound_check",
-    # explorers.py
-    "Explorer",
-    "explorer",
-    "small_system_view",
-    "fluid_start",
-    "fluid_view",
-    "invariant_view",
-    "design_view",
-    "fluid_limit_view",
-    "heavy_traffic_view",
+    "RateConstants",
+    # design (design.py, finite_n.py)
+    "min_centralization",
+    "min_centralization_for_delay",
+    "finite_n_min_centralization",
+    "design_point",
+    "DesignPoint",
+    # parameter grids (sweep.py)
+    "sweep",
+    "SweepResult",
 ]

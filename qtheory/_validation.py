@@ -431,7 +431,7 @@ def check_size(value, name, *, minimum=0, maximum, what=None):
 
 def count_text(count):
     """A count (of states, say) for an error message: exact below 1e15, else its order
-    of magnitude; ``math.inf`` (what :func:`qtheory.exact_state_space_size` returns
+    of magnitude; ``math.inf`` (what :func:`qtheory.exact.exact_state_space_size` returns
     beyond 2^4096) as "more than 10^1233"."""
     if count == math.inf:
         return "more than 10^1233"

@@ -59,9 +59,11 @@ __all__ = [
     "l1_distance",
     "relaxation_rate",
     "time_to_invariant",
-    "naive_fluid_solve",
-    "NaiveSolveResult",
 ]
+# naive_fluid_solve and NaiveSolveResult (below) are the book's: the approach that fails,
+# shown in the fluid chapter.  They live here because they are built from the solver's
+# private parts (the raw drift, the reference solution and its limits), and are
+# documented and imported as qtheory.book.naive_fluid_solve.
 
 _THETA = 2.0        # ||A|| h per step
 _NSUB = 8           # event samples per step
@@ -831,6 +833,7 @@ def time_to_invariant(lam, p, *, eps=1e-3, s0=None, t_max=1e7):
 
 
 # ------------------------------------------------------------- the naive approach
+# (the book's: qtheory.book.naive_fluid_solve)
 
 @dataclass
 class NaiveSolveResult:

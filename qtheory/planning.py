@@ -465,33 +465,18 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
     (True, True)
     """
     n, lam, p = _engine.check_system(n_stations, lam, p)
-    h = check_real(half_width, "half_width", low=0.0, low_open=True, high=math.inf,
-                   high_open=True)
-    start = _check_start(start)
-    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
-    if n_batches > 10**6:
-        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
-    if n_chains is None:
-        k = _engine.available_cores()
-    else:
-        k = check_positive_int(n_chains, "n_chains")
-        if k > 10**4:
-            raise ValueError(f"n_chains must be None (one per core) or an integer in "
-                             f"[1, 1e4], got {k}")
-    max_lag1 = check_real(max_lag1, "max_lag1", low=0.0, low_open=True, high=0.1)
-    if not isinstance(calibrate, (bool, np.bool_)):
-        raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
-    estimator = _check_estimator(estimator)
-
+    h, start, n_batches, k, max_lag1, calibrate, estimator = _check_plan_arguments(
+        half_width, start, n_batches, n_chains, max_lag1, calibrate, estimator)
+    # 1. the estimator and the model of its variance
     name, model, note, s2_plain, s2_ident = _choose(n, lam, p, estimator)
     mu = model["relaxation_rate"]
     tau = model["correlation_time"]
     sigma2 = model["sigma2"]
+    # 2. the warm-up, from the fluid relaxation and the start's distance to equilibrium
     d0 = _runlength.start_distance(n, lam, p, start)
-
-    rate = n * (1.0 + lam)
     warmup, relax = _runlength.warmup_rule(mu, lam, d0, h)
-    # Batches and run length.
+    # 3. the batches and the run length for the half-width asked for
+    rate = n * (1.0 + lam)
     b_per_chain = max(2, -(-n_batches // k))
     B = b_per_chain * k
     b_min = _runlength.min_batch_length(tau, max_lag1, rate)
@@ -500,25 +485,15 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
     batch_length = T_chain / b_per_chain
     t_end = warmup + T_chain
     events_chain = rate * t_end
-    if not math.isfinite(events_chain) or events_chain > _engine.MAX_EVENTS:
-        floor_events = rate * (warmup + b_per_chain * b_min)
-        why = (f"ask for a larger half_width or use more chains (n_chains)"
-               if floor_events <= _engine.MAX_EVENTS else
-               f"even the shortest valid run (warm-up {warmup:.3g} and {b_per_chain} "
-               f"batches of 10 correlation times, {floor_events:.3g} events) is too "
-               f"long at N = {n}: no half_width helps; use fewer stations")
-        need = (f"about {k * events_chain:.3g} events ({events_chain:.3g} per chain, "
-                f"t_end = {t_end:.3g})" if math.isfinite(events_chain) else
-                "more events than double precision counts")
-        raise ValueError(
-            f"half_width = {h:g} needs {need}: more than the "
-            f"{_engine.MAX_EVENTS:.0e} per chain that simulate accepts; {why}")
-    # The start state only now, after the budget check: the rounded invariant state
-    # of p = 0 has about log(2N)/(1 - lam) levels, checked against the memory budget.
+    # 4. within what simulate accepts: the events, then the start state (only after the
+    # events: the rounded invariant state of p = 0 has about log(2N)/(1 - lam) levels,
+    # checked against the memory budget)
+    _check_events(n, h, k, rate, warmup, b_per_chain, b_min, t_end, events_chain)
     levels = _runlength.start_levels(n, lam, p, start)
     _engine.check_run_memory(n, levels, B, min(k, _engine.available_cores()),
                              name="start", what=f"start='{start}' ({levels:,} levels)")
     s0 = _runlength.start_state(n, lam, p, start)
+    # 5. what the plan predicts: half-width, time, coverage
     pred = tq * math.sqrt(sigma2 / (n * T_total)) if sigma2 > 0 else 0.0
     eps = events_per_second(measure=calibrate)
     expected_events = k * events_chain
@@ -538,3 +513,45 @@ def plan_run(n_stations, lam, p, *, half_width, start="empty", n_batches=20,
         asymptotic_variance_identity=float(s2_ident),
         predicted_coverage=float(coverage),
     )
+
+
+def _check_plan_arguments(half_width, start, n_batches, n_chains, max_lag1, calibrate,
+                          estimator):
+    """plan_run's arguments other than the system, checked: (h, start, n_batches, k,
+    max_lag1, calibrate, estimator), k the number of chains (one per core for None)."""
+    h = check_real(half_width, "half_width", low=0.0, low_open=True, high=math.inf,
+                   high_open=True)
+    start = _check_start(start)
+    n_batches = check_positive_int(n_batches, "n_batches", minimum=2)
+    if n_batches > 10**6:
+        raise ValueError(f"n_batches must be an integer in [2, 1e6], got {n_batches}")
+    if n_chains is None:
+        k = _engine.available_cores()
+    else:
+        k = check_positive_int(n_chains, "n_chains")
+        if k > 10**4:
+            raise ValueError(f"n_chains must be None (one per core) or an integer in "
+                             f"[1, 1e4], got {k}")
+    max_lag1 = check_real(max_lag1, "max_lag1", low=0.0, low_open=True, high=0.1)
+    if not isinstance(calibrate, (bool, np.bool_)):
+        raise ValueError(f"calibrate must be True or False, got {calibrate!r}")
+    return h, start, n_batches, k, max_lag1, calibrate, _check_estimator(estimator)
+
+
+def _check_events(n, h, k, rate, warmup, b_per_chain, b_min, t_end, events_chain):
+    """Refuse a plan whose chains would exceed simulate's cap on events, saying whether
+    a larger half-width or more chains can help."""
+    if math.isfinite(events_chain) and events_chain <= _engine.MAX_EVENTS:
+        return
+    floor_events = rate * (warmup + b_per_chain * b_min)
+    why = (f"ask for a larger half_width or use more chains (n_chains)"
+           if floor_events <= _engine.MAX_EVENTS else
+           f"even the shortest valid run (warm-up {warmup:.3g} and {b_per_chain} "
+           f"batches of 10 correlation times, {floor_events:.3g} events) is too "
+           f"long at N = {n}: no half_width helps; use fewer stations")
+    need = (f"about {k * events_chain:.3g} events ({events_chain:.3g} per chain, "
+            f"t_end = {t_end:.3g})" if math.isfinite(events_chain) else
+            "more events than double precision counts")
+    raise ValueError(
+        f"half_width = {h:g} needs {need}: more than the "
+        f"{_engine.MAX_EVENTS:.0e} per chain that simulate accepts; {why}")

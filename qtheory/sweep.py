@@ -685,7 +685,41 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     pass_seed = check_flag(pass_seed, "pass_seed", allow_none=True)
     progress = check_flag(progress, "progress")
     raise_on_error = check_flag(raise_on_error, "raise_on_error")
+    # 1. one call per point, with its own seed where func takes one
+    calls, pass_seed, seed_entropy = _calls(func, points, names, seed, pass_seed)
+    _check_binds(func, calls[0])
+    keep = _check_keep(keep)
+    # 2. run them on the executor (a process pool of our own when none is given)
+    owned = executor is None
+    send = _sendable(func, executor, owned)
+    if owned:
+        import os
 
+        executor = cf.ProcessPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
+                                                                 len(calls))),
+                                          mp_context=_default_context())
+    t0 = time.perf_counter()
+    outcomes = _run_calls(executor, send, calls, keep, progress, owned)
+    wall = time.perf_counter() - t0
+    # 3. tidy rows: parameters, seed, outputs (union in first-seen order), error
+    rows, failures, out_names = _tidy(calls, outcomes, names, pass_seed)
+    result = SweepResult(rows=rows, parameters=names, outputs=tuple(out_names),
+                         failures=tuple(failures), seed_entropy=seed_entropy,
+                         executor=type(executor).__name__, wall_time=wall)
+    if failures:
+        shown = "; ".join(f"point {f.index} {f.params} -> {f.error}" for f in failures[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        message = (f"sweep: {len(failures)} of {len(rows)} points failed: {shown}{more}; "
+                   "see result.failures")
+        if raise_on_error:
+            raise SweepError(message, result)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+    return result
+
+
+def _calls(func, points, names, seed, pass_seed):
+    """The keyword arguments of each call, whether each gets a seed, and the root seed's
+    entropy (None without seeds)."""
     grid_has_seed = "seed" in names
     if grid_has_seed and seed is not None:
         raise ValueError("the grid has a 'seed' parameter and seed= was also given; "
@@ -696,30 +730,26 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
     if pass_seed:
         root = check_seed(seed)
         seeds = _point_seeds(root, len(points))
-        seed_entropy = root.entropy
-        calls = [dict(pt, seed=s) for pt, s in zip(points, seeds)]
-    else:
-        if seed is not None:
-            check_seed(seed)
-        seed_entropy = None
-        calls = [dict(pt) for pt in points]
-    _check_binds(func, calls[0])
-    if keep is not None:
-        if isinstance(keep, str) or not isinstance(keep, Sequence) or not keep or \
-                not all(isinstance(k, str) for k in keep):
-            raise ValueError(f"keep must be a non-empty list of output names, got {keep!r}")
-        keep = tuple(keep)
+        return [dict(pt, seed=s) for pt, s in zip(points, seeds)], True, root.entropy
+    if seed is not None:
+        check_seed(seed)
+    return [dict(pt) for pt in points], False, None
 
-    owned = executor is None
-    send = _sendable(func, executor, owned)
-    if owned:
-        import os
 
-        executor = cf.ProcessPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
-                                                                 len(calls))),
-                                          mp_context=_default_context())
+def _check_keep(keep):
+    if keep is None:
+        return None
+    if isinstance(keep, str) or not isinstance(keep, Sequence) or not keep or \
+            not all(isinstance(k, str) for k in keep):
+        raise ValueError(f"keep must be a non-empty list of output names, got {keep!r}")
+    return tuple(keep)
+
+
+def _run_calls(executor, send, calls, keep, progress, owned):
+    """Submit every call, collect (ok, payload, traceback) per call in order; an
+    executor-level failure of a point is that point's failure.  Shuts down an executor
+    of our own."""
     outcomes = [None] * len(calls)
-    t0 = time.perf_counter()
     bar = None
     futures = {}
     try:
@@ -749,9 +779,12 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
             bar.close()
         if owned:
             executor.shutdown(wait=True, cancel_futures=True)
-    wall = time.perf_counter() - t0
+    return outcomes
 
-    # Tidy rows: parameters, seed, outputs (union in first-seen order), error.
+
+def _tidy(calls, outcomes, names, pass_seed):
+    """Rows (parameters, seed, outputs in first-seen order, error), the failures and the
+    output names."""
     out_names = []
     for ok, payload, _ in outcomes:
         if ok:
@@ -770,15 +803,4 @@ def sweep(func, grid, *, executor=None, seed=None, progress=True, pass_seed=None
             failures.append(SweepFailure(index=k, params=dict(kw), error=payload,
                                          traceback=tb))
         rows.append(row)
-    result = SweepResult(rows=rows, parameters=names, outputs=tuple(out_names),
-                         failures=tuple(failures), seed_entropy=seed_entropy,
-                         executor=type(executor).__name__, wall_time=wall)
-    if failures:
-        shown = "; ".join(f"point {f.index} {f.params} -> {f.error}" for f in failures[:3])
-        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-        message = (f"sweep: {len(failures)} of {len(rows)} points failed: {shown}{more}; "
-                   "see result.failures")
-        if raise_on_error:
-            raise SweepError(message, result)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-    return result
+    return rows, failures, out_names

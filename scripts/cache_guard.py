@@ -2,10 +2,11 @@
 
 jupyter-cache keys an executed chapter on its code cells only, so a change to qtheory, to
 the environment or to a data file a chapter reads would otherwise publish stale outputs.
-This script fingerprints every such input (see :func:`inputs`): qtheory's source files,
-requirements.txt and pyproject.toml, and every file a chapter reads from the book's
-folder (``book/data/``, stored results of the bench scripts, and ``book/matplotlibrc``,
-which matplotlib reads from the chapters' working directory).  When the fingerprint
+This script fingerprints every such input (see :func:`inputs`): every file of the qtheory
+package (its sources, and the stored results of the bench scripts, which ship with it in
+``qtheory/book/data/`` and reach the chapters through ``qtheory.book.stored``),
+requirements.txt and pyproject.toml, and every file a chapter reads from the book's folder
+(``book/matplotlibrc``, which matplotlib reads from the chapters' working directory).  When the fingerprint
 differs from the one stored next to the cache, it deletes the cache.  Used by
 scripts/_env.sh and by the test suite (tests/test_chapters.py checks that every file a
 chapter opens is among the inputs).
@@ -22,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"
 STAMP = ROOT / "_build" / ".jupyter_cache.fingerprint"
 
-#: Folders under the book whose files chapters read (every file, any type).
-DATA_DIRS = ("book/data",)
+#: Folders outside qtheory whose files chapters read (every file, any type): none since
+#: the stored results moved into the package (qtheory/book/data/, read by
+#: qtheory.book.stored), whose every file is an input already.
+DATA_DIRS = ()
 #: Single files chapters read (matplotlib's style file, read from the working folder).
 DATA_FILES = ("book/matplotlibrc",)
 #: Environment files: the versions of everything the chapters import.
@@ -42,9 +45,9 @@ def _files(folder: Path) -> list[Path]:
 def inputs(root: Path | None = None) -> list[Path]:
     """The files whose contents key the execution cache, in a fixed order.
 
-    qtheory's package folder (every file, so a data table shipped with the package counts
-    as well as its sources), the environment files, every file under ``book/data`` and
-    ``book/matplotlibrc``.  Files that do not exist are left out (their absence changes
+    qtheory's package folder (every file, so the stored results in qtheory/book/data and
+    any table shipped with the package count as well as its sources), the environment
+    files, every file under the folders of ``DATA_DIRS`` and ``book/matplotlibrc``.  Files that do not exist are left out (their absence changes
     the fingerprint, since the list of names is part of it).
     """
     root = ROOT if root is None else root

@@ -27,9 +27,11 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   the text, and the ``glue`` calls) are kept, with their input collapsed
   (``jupyter.source_hidden``): they may define names that later cells use, and dropping
   them would change what the notebook computes;
-* a chapter that imports ``myst_nb`` gets a second cell that stands in for
-  ``myst_nb.glue`` where MyST-NB is not installed (Colab, a plain JupyterLab), so that the
-  notebook runs there.
+* the chapters import glue from qtheory (``from qtheory.book import glue``: MyST-NB's glue
+  where it is installed, nothing otherwise) and read stored results through qtheory
+  (``qtheory.book.stored``), so a notebook runs wherever it is opened; a chapter that still
+  imports ``myst_nb`` itself gets a second cell that stands in for ``myst_nb.glue`` where
+  MyST-NB is not installed (Colab, a plain JupyterLab).
 
 Numbers (equations, figures, exercises, theorems) are those of the book: the table of
 contents is not numbered, so Sphinx counts each kind on across chapters, in the order of

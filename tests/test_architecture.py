@@ -35,49 +35,76 @@ PACKAGE = Path(qtheory.__file__).parent
 
 
 def _modules(root):
-    """{module name: parsed tree} for every .py file of the package folder ``root``."""
+    """{module name: parsed tree} for every .py file of the package folder ``root`` and
+    of its subpackages: ``simulation``, ``book.coupling``; a subpackage's ``__init__.py``
+    is the subpackage (``book``), the package's own is ``__init__``."""
     out = {}
-    for path in sorted(Path(root).glob("*.py")):
-        name = path.stem
-        out[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    root = Path(root)
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if "__pycache__" in parts:
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = ast.parse(path.read_text(encoding="utf-8"),
+                                         filename=str(path))
     return out
 
 
-def _imports(tree, package, siblings):
-    """Yield (line, sibling imported, names taken from it, {alias: sibling}) per import."""
+def _package_of(module, siblings):
+    """The package a module's relative imports start from, as a list of names: a
+    subpackage (its ``__init__.py``, named like ``book``) is its own package, any other
+    module sits in its parent's."""
+    if module == "__init__":
+        return []
+    parts = module.split(".")
+    if any(s.startswith(module + ".") for s in siblings):
+        return parts
+    return parts[:-1]
+
+
+def _imports(tree, package, siblings, module="__init__"):
+    """Yield (line, module imported, names taken from it, {alias: module}) for each
+    import of a module of the package by ``module`` (names as in :func:`_modules`)."""
+    here = _package_of(module, siblings)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                base = node.module
+            if node.level >= 1:
+                if node.level - 1 > len(here):
+                    continue
+                base = here[:len(here) - (node.level - 1)]
+                base = base + (node.module.split(".") if node.module else [])
             elif node.level == 0 and node.module and (
                     node.module == package or node.module.startswith(package + ".")):
-                base = node.module[len(package) + 1:] or None
+                base = node.module.split(".")[1:]
             else:
                 continue
-            if base is None:  # from . import x, y
-                for a in node.names:
-                    if a.name in siblings:
-                        yield node.lineno, a.name, [], {a.asname or a.name: a.name}
-                continue
-            mod = base.split(".")[0]
-            if mod in siblings:
-                yield node.lineno, mod, [a.name for a in node.names], {}
+            frm = ".".join(base)
+            for a in node.names:
+                sub = ".".join(base + [a.name])
+                if sub in siblings:           # from . import x; from .book import checks
+                    yield node.lineno, sub, [], {a.asname or a.name: sub}
+                elif frm in siblings:         # from .x import name
+                    yield node.lineno, frm, [a.name], {}
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
-                if parts[0] == package and len(parts) > 1 and parts[1] in siblings:
+                if parts[0] == package and len(parts) > 1:
+                    dep = ".".join(parts[1:])
+                    if dep not in siblings:
+                        continue
                     # ``import pkg.x as y`` binds y to x; ``import pkg.x`` binds pkg
-                    alias = {a.asname: parts[1]} if a.asname else {package: None}
-                    yield node.lineno, parts[1], [], alias
+                    alias = {a.asname: dep} if a.asname else {package: None}
+                    yield node.lineno, dep, [], alias
 
 
 def import_graph(root, package):
-    """{module: {sibling it imports, ...}} over the modules of ``root``, lazy imports
-    included."""
+    """{module: {module of the package it imports, ...}} over the modules of ``root``
+    and its subpackages, lazy imports included."""
     mods = _modules(root)
     graph = {m: set() for m in mods}
     for m, tree in mods.items():
-        for _, dep, _, _ in _imports(tree, package, mods):
+        for _, dep, _, _ in _imports(tree, package, mods, m):
             if dep != m and dep != "__init__":
                 graph[m].add(dep)
     return graph
@@ -102,7 +129,7 @@ def private_uses(root, package):
     found = []
     for m, tree in mods.items():
         aliases = {}
-        for line, dep, names, alias in _imports(tree, package, mods):
+        for line, dep, names, alias in _imports(tree, package, mods, m):
             aliases.update(alias)
             if dep == m:
                 continue
@@ -138,7 +165,7 @@ def test_qtheory_has_no_import_cycle():
 def test_no_private_name_crosses_a_module_border():
     uses = private_uses(PACKAGE, "qtheory")
     assert not uses, "private names used across modules:\n" + "\n".join(
-        f"  qtheory/{m}.py:{line}: {text}" for m, line, text in uses)
+        f"  qtheory/{m.replace('.', '/')}.py:{line}: {text}" for m, line, text in uses)
 
 
 def test_the_documented_layers_hold():
@@ -149,9 +176,18 @@ def test_the_documented_layers_hold():
     assert "finite_n" not in graph["planning"] and "planning" not in graph["finite_n"]
     assert "finite_n" not in graph["simulation"]
     for m, deps in graph.items():
-        if m.startswith("_") and m != "__init__":
-            public = {d for d in deps if not d.startswith("_")}
+        if m.split(".")[-1].startswith("_") and m != "__init__":
+            public = {d for d in deps if not d.split(".")[-1].startswith("_")}
             assert not public, f"the private module {m} imports public {sorted(public)}"
+    # the book's machinery (qtheory.book) sits above the model's modules: none of them,
+    # nor the top-level namespace, imports it
+    book = {m for m in graph if m == "book" or m.startswith("book.")}
+    assert {"book", "book.coupling", "book.checks", "book.witnesses"} <= book, sorted(book)
+    for m, deps in graph.items():
+        if m not in book:
+            assert not deps & book, f"{m} imports the book's machinery {sorted(deps & book)}"
+    assert {"simulation", "fluid", "_validation"} <= graph["book.concentration"] | \
+        graph["book.fluid_limit"] | graph["book.checks"]
     assert "_runlength" in graph["simulation"] and "_runlength" in graph["planning"]
     assert "_engine" in graph["simulation"] and "_engine" in graph["planning"]
     assert "_linear_noise" in graph["_runlength"] and "_linear_noise" in graph["finite_n"]
@@ -199,12 +235,43 @@ def test_private_check_sees_imports_and_attributes(planted):
     assert len(uses) == 5, uses
 
 
+_PLANTED_SUB = {
+    "__init__.py": "from .a import f\n",
+    "a.py": "def f():\n    return 1\n",
+    "_p.py": "_y = 1\n",
+    "sub/__init__.py": "from .m import k\nfrom . import n\n",
+    "sub/m.py": ("from ..a import f\nfrom .. import _p\nfrom .._p import _y\n\n"
+                 "def k():\n    return f() + _p._y + _y\n"),
+    "sub/n.py": "import pkg.sub.m as mm\n\ndef g():\n    from pkg.a import f\n"
+                "    return mm.k() + mm._z\n",
+}
+
+
+def test_a_subpackage_is_read_with_its_relative_imports(tmp_path):
+    root = tmp_path / "pkg"
+    for name, text in _PLANTED_SUB.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    graph = import_graph(root, "pkg")
+    assert set(graph) == {"__init__", "a", "_p", "sub", "sub.m", "sub.n"}
+    assert graph["sub"] == {"sub.m", "sub.n"}
+    assert graph["sub.m"] == {"a", "_p"}
+    assert graph["sub.n"] == {"sub.m", "a"}          # import pkg.sub.m, a lazy pkg.a
+    uses = {(m, t.split(" (")[0]) for m, _, t in private_uses(root, "pkg")}
+    assert uses == {("sub.m", "from ._p import _y"), ("sub.m", "_p._y"),
+                    ("sub.n", "mm._z")}, uses
+    # a cycle through the subpackage is seen
+    (root / "a.py").write_text("def f():\n    from .sub import n\n    return 1\n")
+    assert set(find_cycle(import_graph(root, "pkg")) or ()) >= {"a", "sub.n"}
+
+
 # --------------------------------------------------------------------------- validation
 
 
 def _qtheory_modules():
-    return [importlib.import_module(f"qtheory.{m.name}")
-            for m in pkgutil.iter_modules(qtheory.__path__)]
+    """Every module of qtheory, the subpackage qtheory.book included."""
+    return [importlib.import_module(m.name)
+            for m in pkgutil.walk_packages(qtheory.__path__, prefix="qtheory.")]
 
 
 class _Counter:
@@ -305,7 +372,10 @@ def test_finite_n_mean_checks_each_argument_once(args):
     ("relaxation_rate_bound", (0.9, 0.3), {}),
 ])
 def test_other_public_functions_check_lam_once(name, args, kwargs):
-    fn = getattr(qtheory, name)
+    from qtheory import book as qb
+
+    fn = getattr(qtheory, name, None) or getattr(qb, name, None) or \
+        getattr(qtheory.invariant, name)
     assert _count(fn, *args, **kwargs)["check_lam"] == 1
 
 
@@ -333,6 +403,6 @@ def test_no_control_bytes_in_the_sources():
     # a docstring written without the r prefix turns \f, \b, \t of LaTeX into control
     # bytes (form feed, backspace, tab) that render as garbage
     root = Path(__file__).resolve().parents[1] / "qtheory"
-    for path in sorted(root.glob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         text = path.read_text()
         assert not any(c in text for c in "\x08\x0c\x09"), path.name

@@ -65,9 +65,52 @@ def header_problems(text: str) -> list[str]:
     return problems
 
 
-def api_problems(api_text: str, public: list[str]) -> list[str]:
-    """book/api.md documents every public name exactly once, and nothing else."""
-    documented = re.findall(r"^\.\. auto(?:function|class):: (\w+)", api_text, flags=re.M)
+def api_documented(api_text: str) -> list[str]:
+    """Full names of what book/api.md documents (``.. autofunction::`` and
+    ``.. autoclass::``), read under the ``.. currentmodule::`` in force."""
+    current, out = None, []
+    for line in api_text.splitlines():
+        m = re.match(r"^\.\. (?:py:)?currentmodule:: ([\w.]+)\s*$", line)
+        if m:
+            current = m.group(1)
+            continue
+        m = re.match(r"^\.\. auto(?:function|class):: ([\w.]+)", line)
+        if m:
+            name = m.group(1)
+            full = name if current is None or "." in name else f"{current}.{name}"
+            out.append(full)
+    return out
+
+
+def public_api() -> set[str]:
+    """Every public name of qtheory under the name the API page documents it by: the
+    top-level name (``qtheory.simulate``) for what ``qtheory.__all__`` holds, the
+    ``qtheory.book`` name for what ``qtheory.book.__all__`` holds, and the module's name
+    (``qtheory.fluid.l1_distance``) for the rest of every public module's ``__all__``."""
+    import importlib
+    import pkgutil
+
+    import qtheory
+    from qtheory import book
+
+    top, bk = set(qtheory.__all__) - {"__version__"}, set(book.__all__)
+    names = {f"qtheory.{n}" for n in top} | {f"qtheory.book.{n}" for n in bk}
+    for info in pkgutil.walk_packages(qtheory.__path__, prefix="qtheory."):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue
+        mod = importlib.import_module(info.name)
+        inside_book = info.name == "qtheory.book" or info.name.startswith("qtheory.book.")
+        for n in getattr(mod, "__all__", []):
+            if n in top or (inside_book and n in bk):
+                continue
+            names.add(f"{info.name}.{n}")
+    return names
+
+
+def api_problems(api_text: str, public) -> list[str]:
+    """book/api.md documents every public name exactly once (under the name of
+    :func:`public_api`), and nothing else."""
+    documented = api_documented(api_text)
     problems = []
     twice = sorted({d for d in documented if documented.count(d) > 1})
     if twice:
@@ -314,12 +357,40 @@ def test_chapter_header(docname):
 
 
 def test_api_reference_lists_every_public_name():
-    """book/api.md documents each name of qtheory.__all__ exactly once."""
+    """book/api.md documents each name of qtheory.__all__, of qtheory.book.__all__ and of
+    every public module's __all__ exactly once."""
     import qtheory
+    from qtheory import book
 
-    public = [n for n in qtheory.__all__ if not n.startswith("_")]
+    public = public_api()
+    assert {f"qtheory.{n}" for n in qtheory.__all__ if n != "__version__"} <= public
+    assert {f"qtheory.book.{n}" for n in book.__all__} <= public
+    assert "qtheory.fluid.l1_distance" in public and "qtheory.book.coupled_run" in public
     problems = api_problems((ROOT / "book" / "api.md").read_text(encoding="utf-8"), public)
     assert not problems, problems
+
+
+def test_api_reference_is_organised_by_task_with_runnable_examples():
+    """Each section of book/api.md that documents top-level names opens with a runnable
+    example; the examples run clean and print what their comments say (the README's
+    checker, tests/test_readme.py)."""
+    import qtheory
+    from test_readme import check_block, checked_lines, python_blocks
+
+    text = (ROOT / "book" / "api.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    top = {n for n in qtheory.__all__ if n != "__version__"}
+    tasks = [sec for sec in sections
+             if set(re.findall(r"^\.\. auto(?:function|class):: (\w+)\s*$", sec,
+                               flags=re.M)) & top]
+    assert len(tasks) >= 6, "the API page is organised by task"
+    for sec in tasks + [sections[-1]]:
+        assert "```python" in sec, f"no example in the section {sec.splitlines()[0]!r}"
+    blocks = python_blocks(text)
+    assert sum(len(checked_lines(b)) for b in blocks) >= 15
+    for block in blocks:
+        wrong = check_block(block)
+        assert not wrong, wrong
 
 
 @pytest.mark.parametrize("docname", [d for d in toc_docnames() if d not in PLAIN_PAGES])
@@ -472,12 +543,18 @@ def test_planted_header():
 
 
 def test_planted_api_reference():
-    api = ".. autofunction:: a\n.. autoclass:: B\n"
-    assert api_problems(api, ["a", "B"]) == []
-    assert "public but not documented: ['c']" in api_problems(api, ["a", "B", "c"])
-    assert "documented but not public: ['B']" in api_problems(api, ["a"])
-    assert "documented twice: ['a']" in api_problems(api + ".. autofunction:: a\n",
-                                                     ["a", "B"])
+    api = (".. currentmodule:: m\n.. autofunction:: a\n.. autoclass:: B\n"
+           ".. currentmodule:: m.sub\n.. autofunction:: c\n.. autofunction:: m.x.d\n")
+    public = ["m.a", "m.B", "m.sub.c", "m.x.d"]
+    assert api_problems(api, public) == []
+    assert "public but not documented: ['m.e']" in api_problems(api, public + ["m.e"])
+    assert "documented but not public: ['m.B']" in api_problems(
+        api, ["m.a", "m.sub.c", "m.x.d"])
+    assert "documented twice: ['m.sub.c']" in api_problems(
+        api + ".. autofunction:: c\n", public)
+    # the same name under another module is another name
+    assert "documented but not public: ['m.sub.a']" in api_problems(
+        api + ".. autofunction:: a\n", public)
 
 
 def test_planted_widget_without_static_figure():

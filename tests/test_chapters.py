@@ -159,11 +159,26 @@ def _chapter_relative_reads():
     return found
 
 
+def _chapter_stored_reads():
+    """Names of the stored results that chapter code reads (``qb.stored("name")``)."""
+    import re
+
+    return {m.group(1) for path in CHAPTERS
+            for m in re.finditer(r"""\bstored\(\s*["'](\w+)(?:\.json)?["']""",
+                                 path.read_text())}
+
+
 def test_cache_guard_fingerprints_every_file_a_chapter_reads():
     guard = _load_guard()
     inputs = {p.resolve() for p in guard.inputs()}
-    data = [p.resolve() for p in (ROOT / "book" / "data").rglob("*") if p.is_file()]
+    stored = ROOT / "qtheory" / "book" / "data"
+    data = [p.resolve() for p in stored.rglob("*") if p.is_file()]
     assert data and set(data) <= inputs, sorted(set(data) - inputs)
+    # every stored result a chapter reads is one of them (K20)
+    names = _chapter_stored_reads()
+    assert names, "no chapter reads a stored result through qtheory.book.stored"
+    for name in names:
+        assert (stored / f"{name}.json").resolve() in inputs, name
     assert (ROOT / "book" / "matplotlibrc").resolve() in inputs  # figure style
     for target in _chapter_relative_reads():
         files = [p for p in target.rglob("*") if p.is_file()] if target.is_dir() \
@@ -174,7 +189,7 @@ def test_cache_guard_fingerprints_every_file_a_chapter_reads():
 def test_cache_guard_data_only_change_invalidates_the_cache(tmp_path, monkeypatch):
     guard = _load_guard()
     for rel in ["qtheory/__init__.py", "requirements.txt", "pyproject.toml",
-                "book/matplotlibrc", "book/data/finite_n_validation.json"]:
+                "book/matplotlibrc", "qtheory/book/data/finite_n_validation.json"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
     monkeypatch.setattr(guard, "ROOT", tmp_path)
@@ -193,7 +208,7 @@ def test_cache_guard_data_only_change_invalidates_the_cache(tmp_path, monkeypatc
     (tmp_path / "qtheory" / "__pycache__" / "k.nbi").write_bytes(b"compiled")
     assert guard.ensure_fresh() is False and guard.CACHE.exists()
 
-    data = tmp_path / "book" / "data" / "finite_n_validation.json"
+    data = tmp_path / "qtheory" / "book" / "data" / "finite_n_validation.json"
     for change in (lambda: data.write_text(data.read_text().replace("0", "1", 1)),
                    lambda: (data.parent / "new_run.json").write_text("{}"),
                    lambda: (data.parent / "new_run.json").unlink(),

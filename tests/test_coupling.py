@@ -1,4 +1,4 @@
-"""The coupled construction of the fluid-limit proof (qtheory.coupling).
+"""The coupled construction of the fluid-limit proof (qtheory.book.coupling).
 
 What theory fixes: the construction has the law of the N-station system (time averages
 against the exact stationary law for N = 1 and N = 3, with batch-means intervals); the
@@ -16,22 +16,23 @@ import numpy as np
 import pytest
 
 import qtheory as qt
+from qtheory import book as qb
 from qtheory.statistics import batch_means
 
 
 def test_driver_prefix_and_seed_sequence_untouched():
-    a = qt.coupled_driver(1000, 5)
-    b = qt.coupled_driver(3000, 5)
+    a = qb.coupled_driver(1000, 5)
+    b = qb.coupled_driver(3000, 5)
     np.testing.assert_array_equal(a.tau, b.tau[:1000])
     np.testing.assert_array_equal(a.u, b.u[:1000])
     ss = np.random.SeedSequence(123)
-    c, d = qt.coupled_driver(50, ss), qt.coupled_driver(50, ss)
+    c, d = qb.coupled_driver(50, ss), qb.coupled_driver(50, ss)
     np.testing.assert_array_equal(c.u, d.u)
-    assert not np.array_equal(qt.coupled_driver(50, 6).u, a.u[:50])
+    assert not np.array_equal(qb.coupled_driver(50, 6).u, a.u[:50])
 
 
 def test_driver_is_a_poisson_clock_and_uniforms():
-    drv = qt.coupled_driver(200_000, 1)
+    drv = qb.coupled_driver(200_000, 1)
     gaps = np.diff(np.concatenate([[0.0], drv.tau]))
     # exponential(1) gaps: mean 1, sd 1; uniforms: mean 1/2, sd 1/sqrt(12)
     assert abs(gaps.mean() - 1.0) < 4.0 / math.sqrt(gaps.size)
@@ -41,7 +42,7 @@ def test_driver_is_a_poisson_clock_and_uniforms():
 
 def _time_average(n, lam, p, t_end, seed, levels, batches=20):
     times = np.linspace(0.0, t_end, 200_001)[1:]
-    run = qt.coupled_run(n, lam, p, t_end, seed=seed, times=times, n_check=1)
+    run = qb.coupled_run(n, lam, p, t_end, seed=seed, times=times, n_check=1)
     warm = times.size // batches
     x = run.path[warm:, :]
     x = np.pad(x, [(0, 0), (0, max(0, levels + 1 - x.shape[1]))])
@@ -72,17 +73,17 @@ CASES = [(100, 0.9, 0.1, None, 5.0, 1), (1000, 0.9, 0.1, None, 5.0, 2),
 @pytest.mark.parametrize("n,lam,p,s0,t_end,seed", CASES)
 def test_lemma_bounds_hold_on_every_sample(n, lam, p, s0, t_end, seed):
     q = 1.0 + lam
-    run = qt.coupled_run(n, lam, p, t_end, s0=s0, seed=seed, n_check=6)
-    r_arr = qt.counting_bound(run, beta=lam / q).bound
-    r_loc = qt.counting_bound(run, beta=(1 - p) / q).bound
-    r_0 = qt.counting_bound(run, beta=0.0).bound
+    run = qb.coupled_run(n, lam, p, t_end, s0=s0, seed=seed, n_check=6)
+    r_arr = qb.counting_bound(run, beta=lam / q).bound
+    r_loc = qb.counting_bound(run, beta=(1 - p) / q).bound
+    r_0 = qb.counting_bound(run, beta=0.0).bound
     assert np.all(run.arrival_range[1:] <= r_arr)
     assert np.all(run.local_range[1:] <= r_loc + r_0)
     assert run.central_range <= 2 * r_0
-    eps = qt.increments_bound(run)
+    eps = qb.increments_bound(run)
     assert np.isclose(eps, r_arr + r_loc + 3 * r_0)
     assert np.all(run.drawdown[1:] <= eps) and np.all(run.busy_range[1:] <= eps)
-    tb = qt.tail_bound(run)
+    tb = qb.tail_bound(run)
     assert np.all(tb.observed <= tb.bound + 1e-12)
     # the counting bound is never below what it bounds, but it is finite and explicit
     assert 0 < r_arr < 50
@@ -91,7 +92,7 @@ def test_lemma_bounds_hold_on_every_sample(n, lam, p, s0, t_end, seed):
 @pytest.mark.parametrize("n,lam,p,s0,t_end,seed", CASES[:3])
 def test_lipschitz_bound_path_by_path(n, lam, p, s0, t_end, seed):
     times = np.linspace(0.0, t_end, 401)
-    run = qt.coupled_run(n, lam, p, t_end, s0=s0, seed=seed, times=times)
+    run = qb.coupled_run(n, lam, p, t_end, s0=s0, seed=seed, times=times)
     q = 1.0 + lam
     events = np.searchsorted(run.driver.tau, n * q * times, side="right")
     moved = np.abs(np.diff(run.path, axis=0)).sum(axis=1)
@@ -108,8 +109,8 @@ def test_tail_bound_limit_is_the_limit_of_the_bound():
     s0 = np.ones(21)                                  # 20 jobs at every station
     limits = {}
     for n in (2000, 200_000):
-        run = qt.coupled_run(n, lam, p, T, s0=s0, seed=4, n_check=1)
-        tb = qt.tail_bound(run, levels=[2, 80])
+        run = qb.coupled_run(n, lam, p, T, s0=s0, seed=4, n_check=1)
+        tb = qb.tail_bound(run, levels=[2, 80])
         limits[n] = tb
     big = limits[200_000]
     v0 = np.array([19.0, 0.0])
@@ -125,19 +126,19 @@ def test_all_n_share_the_randomness_and_converge():
     lam, p, T = 0.9, 0.1, 4.0
     times = np.linspace(0.0, T, 81)
     fluid = qt.fluid_trajectory(lam, p, times)
-    drv = qt.coupled_driver(int(30_000 * 1.9 * T * 1.1), 9)
+    drv = qb.coupled_driver(int(30_000 * 1.9 * T * 1.1), 9)
     dist = {}
     for n in (300, 3000, 30_000):
-        run = qt.coupled_run(n, lam, p, T, driver=drv, times=times)
+        run = qb.coupled_run(n, lam, p, T, driver=drv, times=times)
         assert run.driver is drv
-        dist[n] = qt.l1_distance(run.path, fluid).max()
+        dist[n] = qt.fluid.l1_distance(run.path, fluid).max()
     assert dist[30_000] < dist[300] and dist[30_000] < 0.1, dist
 
 
 def test_too_short_driver_is_refused():
-    drv = qt.coupled_driver(100, 1)
+    drv = qb.coupled_driver(100, 1)
     with pytest.raises(ValueError, match="not enough"):
-        qt.coupled_run(1000, 0.5, 0.2, 1.0, driver=drv)
+        qb.coupled_run(1000, 0.5, 0.2, 1.0, driver=drv)
 
 
 def _delta(u, n_stations, c):
@@ -152,9 +153,9 @@ def _delta(u, n_stations, c):
 
 def test_dkw_bound_fails_rarely():
     n, c, beta = 40, 2.0, 0.2
-    x = qt.dkw_uniform_bound(n, c, beta)
+    x = qb.dkw_uniform_bound(n, c, beta)
     assert math.isclose(x, math.sqrt(c * math.log(2 * c * n / beta) / (2 * n)))
-    fails = sum(_delta(qt.coupled_driver(int(c * n), s).u, n, c) > x for s in range(200))
+    fails = sum(_delta(qb.coupled_driver(int(c * n), s).u, n, c) > x for s in range(200))
     # at most beta in probability; the union bound makes it much smaller in fact
     assert fails / 200 <= beta
 
@@ -165,45 +166,45 @@ def test_truncated_fluid_model():
     fluid = qt.fluid_trajectory(lam, p, T)
     dist = []
     for eps in (0.1, 0.01, 0.001):
-        S = qt.truncated_fluid_trajectory(lam, p, T, n_levels=12, eps=eps)
+        S = qb.truncated_fluid_trajectory(lam, p, T, n_levels=12, eps=eps)
         # stays in S_K: 1 >= s_1 >= ... >= s_K >= 0 (to the solver's tolerance)
         assert np.all(np.diff(S, axis=1) <= 1e-9) and S.min() >= -1e-9
-        speed = qt.l1_distance(S[1:], S[:-1]) / np.diff(T)
+        speed = qt.fluid.l1_distance(S[1:], S[:-1]) / np.diff(T)
         assert speed.max() <= (1 + lam) * (1 + 1e-6)
-        dist.append(qt.l1_distance(S, fluid).max())
+        dist.append(qt.fluid.l1_distance(S, fluid).max())
     assert dist[0] > dist[1] > dist[2] and dist[2] < 5e-3, dist
     # p = 0: no regularization at all; the truncated M/M/1 tails approach the fluid
-    S0 = qt.truncated_fluid_trajectory(0.5, 0.0, T, n_levels=60, eps=1.0)
-    assert qt.l1_distance(S0, qt.fluid_trajectory(0.5, 0.0, T)).max() < 1e-6
+    S0 = qb.truncated_fluid_trajectory(0.5, 0.0, T, n_levels=60, eps=1.0)
+    assert qt.fluid.l1_distance(S0, qt.fluid_trajectory(0.5, 0.0, T)).max() < 1e-6
 
 
 def test_bad_input():
     with pytest.raises(ValueError, match="n_events"):
-        qt.coupled_driver(0)
+        qb.coupled_driver(0)
     with pytest.raises(ValueError, match="lam"):
-        qt.coupled_run(10, 1.0, 0.1, 1.0)
+        qb.coupled_run(10, 1.0, 0.1, 1.0)
     with pytest.raises(ValueError, match="t_end"):
-        qt.coupled_run(10, 0.5, 0.1, 0.0)
+        qb.coupled_run(10, 0.5, 0.1, 0.0)
     with pytest.raises(ValueError, match="times"):
-        qt.coupled_run(10, 0.5, 0.1, 1.0, times=[0.0, 2.0])
+        qb.coupled_run(10, 0.5, 0.1, 1.0, times=[0.0, 2.0])
     with pytest.raises(ValueError, match="n_check"):
-        qt.coupled_run(10, 0.5, 0.1, 1.0, n_check=0)
+        qb.coupled_run(10, 0.5, 0.1, 1.0, n_check=0)
     with pytest.raises(ValueError, match="s0"):
-        qt.coupled_run(10, 0.5, 0.1, 1.0, s0=[1.0, 0.2, 0.5])
+        qb.coupled_run(10, 0.5, 0.1, 1.0, s0=[1.0, 0.2, 0.5])
     with pytest.raises(ValueError, match="driver"):
-        qt.coupled_run(10, 0.5, 0.1, 1.0, driver=np.zeros(3))
-    run = qt.coupled_run(10, 0.5, 0.1, 1.0)
+        qb.coupled_run(10, 0.5, 0.1, 1.0, driver=np.zeros(3))
+    run = qb.coupled_run(10, 0.5, 0.1, 1.0)
     with pytest.raises(ValueError, match="beta"):
-        qt.counting_bound(run, beta=1.5)
+        qb.counting_bound(run, beta=1.5)
     with pytest.raises(ValueError, match="m_values"):
-        qt.counting_bound(run, m_values=[0, 2])
+        qb.counting_bound(run, m_values=[0, 2])
     with pytest.raises(ValueError, match="run"):
-        qt.counting_bound("run")
+        qb.counting_bound("run")
     with pytest.raises(ValueError, match="levels"):
-        qt.tail_bound(run, levels=[1, 2])
+        qb.tail_bound(run, levels=[1, 2])
     with pytest.raises(ValueError, match="beta"):
-        qt.dkw_uniform_bound(10, 1.0, 1.0)
+        qb.dkw_uniform_bound(10, 1.0, 1.0)
     with pytest.raises(ValueError, match="eps"):
-        qt.truncated_fluid_trajectory(0.5, 0.1, [0.0, 1.0], n_levels=5, eps=0.0)
+        qb.truncated_fluid_trajectory(0.5, 0.1, [0.0, 1.0], n_levels=5, eps=0.0)
     with pytest.raises(ValueError, match="n_levels"):
-        qt.truncated_fluid_trajectory(0.5, 0.1, [0.0, 1.0], n_levels=0, eps=0.1)
+        qb.truncated_fluid_trajectory(0.5, 0.1, [0.0, 1.0], n_levels=0, eps=0.1)

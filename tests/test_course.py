@@ -317,6 +317,20 @@ def test_converter_keeps_hidden_cells(sample_notebook):
     assert code.index(hidden[0]) < [c.source for c in code].index("print(hidden)")
 
 
+def test_converter_adds_no_glue_stand_in_for_qtheorys_glue(tmp_path):
+    """A chapter that takes glue from qtheory (which degrades by itself where MyST-NB is
+    missing) needs no stand-in cell."""
+    import jupytext
+
+    path = tmp_path / "sample.md"
+    path.write_text(SAMPLE.replace("from myst_nb import glue", "from qtheory.book import glue"))
+    targets = sn.collect_targets(path, jupytext.read(path))
+    bib = sn.Bibliography(ROOT / "book" / "references.bib")
+    nb = sn.convert(path, targets, bib, "9.8.7", "https://example.org/q/q", "v9.8.7")
+    assert "from qtheory.book import glue" in "\n".join(c.source for c in nb.cells)
+    assert not [c for c in nb.cells if "glue-fallback" in c.metadata.get("tags", [])]
+
+
 def test_converter_install_cell(sample_notebook):
     first = sample_notebook.cells[0]
     assert first.cell_type == "code"
@@ -485,7 +499,9 @@ def test_student_notebook(path, student_dir):
         assert nb.cells[1].metadata.get("tags") == ["glue-fallback"], path.name
 
 
-RUN_CHAPTERS = ("intro", "problems-part3")  # a light chapter with glue and hidden cells
+# a light chapter with glue and hidden cells; a chapter that reads stored results
+# (qtheory.book.stored) from a folder that is not the book's
+RUN_CHAPTERS = ("intro", "problems-part3", "rate")
 
 
 @pytest.mark.timeout(600)

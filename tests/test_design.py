@@ -149,11 +149,11 @@ def test_bad_xtol_raises(xtol):
 # ------------------------------------------------------------ Little's law, delay view
 def test_sojourn_time_mm1_and_reference():
     # p = 0: M/M/1 sojourn time 1/(1 - lam); (0.9, 0.1): v_1 = 4, W = 4/0.9
-    assert qt.mean_sojourn_time(0.5, 0.0) == pytest.approx(2.0, rel=1e-15)
-    assert qt.mean_sojourn_time(0.9, 0.1) == pytest.approx(4.0 / 0.9, rel=1e-14)
-    assert qt.mean_sojourn_time(0.3, 0.5) == 0.0  # K03: empty fluid state
-    assert qt.littles_law_sojourn_time(4.0, 0.9) == pytest.approx(4.0 / 0.9)
-    np.testing.assert_allclose(qt.littles_law_sojourn_time([0.9, 1.8], 0.9), [1.0, 2.0])
+    assert qt.design.mean_sojourn_time(0.5, 0.0) == pytest.approx(2.0, rel=1e-15)
+    assert qt.design.mean_sojourn_time(0.9, 0.1) == pytest.approx(4.0 / 0.9, rel=1e-14)
+    assert qt.design.mean_sojourn_time(0.3, 0.5) == 0.0  # K03: empty fluid state
+    assert qt.design.littles_law_sojourn_time(4.0, 0.9) == pytest.approx(4.0 / 0.9)
+    np.testing.assert_allclose(qt.design.littles_law_sojourn_time([0.9, 1.8], 0.9), [1.0, 2.0])
 
 
 @settings(max_examples=80, deadline=None)
@@ -164,16 +164,16 @@ def test_delay_target_is_queue_target_times_lam(lam, w):
         assert got == 0.0
     else:
         assert got == qt.min_centralization(lam, lam * w)
-        assert qt.mean_sojourn_time(lam, got) <= w * (1 + 1e-12)
+        assert qt.design.mean_sojourn_time(lam, got) <= w * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("bad", [
-    lambda: qt.mean_sojourn_time(0.0, 0.1),
+    lambda: qt.design.mean_sojourn_time(0.0, 0.1),
     lambda: qt.min_centralization_for_delay(0.0, 1.0),
     lambda: qt.min_centralization_for_delay(0.5, 0.0),
-    lambda: qt.littles_law_sojourn_time(-1.0, 0.5),
-    lambda: qt.littles_law_sojourn_time(1.0, 0.0),
-    lambda: qt.littles_law_sojourn_time(math.nan, 0.5),
+    lambda: qt.design.littles_law_sojourn_time(-1.0, 0.5),
+    lambda: qt.design.littles_law_sojourn_time(1.0, 0.0),
+    lambda: qt.design.littles_law_sojourn_time(math.nan, 0.5),
 ])
 def test_sojourn_bad_input(bad):
     with pytest.raises(ValueError):
@@ -183,7 +183,7 @@ def test_sojourn_bad_input(bad):
 @settings(max_examples=80, deadline=None)
 @given(lam=st.floats(0.01, 0.99), target=st.floats(1e-3, 1e3))
 def test_capacity_without_pooling_meets_target_exactly(lam, target):
-    mu = qt.capacity_without_pooling(lam, target)
+    mu = qt.design.capacity_without_pooling(lam, target)
     # an M/M/1 queue with service rate mu and arrival rate lam has mean lam/(mu - lam)
     assert lam / (mu - lam) == pytest.approx(target, rel=1e-9)
     assert (mu <= 1.0) == (qt.min_centralization(lam, target) == 0.0) or \
@@ -192,22 +192,22 @@ def test_capacity_without_pooling_meets_target_exactly(lam, target):
 
 def test_capacity_without_pooling_bad_target():
     with pytest.raises(ValueError, match="target_mean_queue"):
-        qt.capacity_without_pooling(0.5, -1)
+        qt.design.capacity_without_pooling(0.5, -1)
 
 
 # ------------------------------------------------------------ supermarket model
 @pytest.mark.parametrize("lam", [0.0, 0.3, 0.9, 0.99])
 def test_supermarket_d1_is_mm1(lam):
-    s = qt.supermarket_fixed_point(lam, 1)[:200]
+    s = qt.supermarket.supermarket_fixed_point(lam, 1)[:200]
     np.testing.assert_allclose(s, lam ** np.arange(len(s)), rtol=1e-13)
-    assert qt.supermarket_mean_queue_length(lam, 1) == pytest.approx(lam / (1 - lam))
+    assert qt.supermarket.supermarket_mean_queue_length(lam, 1) == pytest.approx(lam / (1 - lam))
     if lam > 0:
-        np.testing.assert_allclose(qt.supermarket_fixed_point(lam, 1)[:50],
+        np.testing.assert_allclose(qt.supermarket.supermarket_fixed_point(lam, 1)[:50],
                                    qt.invariant_state(lam, 0.0)[:50], rtol=1e-12)
 
 
 def test_supermarket_exact_values_d2():
-    s = qt.supermarket_fixed_point(0.5, 2)
+    s = qt.supermarket.supermarket_fixed_point(0.5, 2)
     np.testing.assert_array_equal(s[:6], [1.0, 0.5, 2.0**-3, 2.0**-7, 2.0**-15, 2.0**-31])
     assert len(s) == 10  # s_9 = 2**-511 is kept; s_10 = 2**-1023 < 1e-300 is not
 
@@ -216,7 +216,7 @@ def test_supermarket_exact_values_d2():
 @given(lam=st.floats(0.01, 0.999), d=st.integers(1, 6))
 def test_supermarket_fixed_point_solves_its_fluid_equation(lam, d):
     # ds_i/dt = lam (s_{i-1}^d - s_i^d) - (s_i - s_{i+1}) = 0 for every i >= 1
-    s = np.append(qt.supermarket_fixed_point(lam, d), 0.0)
+    s = np.append(qt.supermarket.supermarket_fixed_point(lam, d), 0.0)
     drift = lam * (s[:-2] ** d - s[1:-1] ** d) - (s[1:-1] - s[2:])
     assert np.max(np.abs(drift)) < 1e-12 + 1e-300 / (1 - lam)
     assert s[1] == pytest.approx(lam, rel=1e-14)  # throughput: s_1 = lam
@@ -226,7 +226,7 @@ def test_supermarket_fixed_point_solves_its_fluid_equation(lam, d):
 @pytest.mark.parametrize("d", [2, 3, 5])
 def test_supermarket_heavy_traffic_is_logarithmic(d):
     # mean - log_d 1/(1 - lam) stays bounded as lam -> 1 (doubly exponential tail)
-    gaps = [qt.supermarket_mean_queue_length(1 - 10.0**-e, d)
+    gaps = [qt.supermarket.supermarket_mean_queue_length(1 - 10.0**-e, d)
             - math.log(10.0**e) / math.log(d) for e in (3, 6, 9, 12)]
     assert max(abs(g) for g in gaps) < 2.0
     assert max(gaps) - min(gaps) < 0.1
@@ -235,21 +235,21 @@ def test_supermarket_heavy_traffic_is_logarithmic(d):
 @settings(max_examples=60, deadline=None)
 @given(lam=st.floats(0.05, 0.999), d=st.integers(1, 8))
 def test_supermarket_more_choices_shorter_queues(lam, d):
-    assert (qt.supermarket_mean_queue_length(lam, d + 1)
-            < qt.supermarket_mean_queue_length(lam, d))
+    assert (qt.supermarket.supermarket_mean_queue_length(lam, d + 1)
+            < qt.supermarket.supermarket_mean_queue_length(lam, d))
 
 
 @pytest.mark.parametrize("d", [0, -1, 2.0, True, "2", None])
 def test_supermarket_bad_d(d):
     with pytest.raises(ValueError, match="d must be an integer"):
-        qt.supermarket_fixed_point(0.5, d)
+        qt.supermarket.supermarket_fixed_point(0.5, d)
     with pytest.raises(ValueError, match="d must be an integer"):
-        qt.supermarket_mean_queue_length(0.5, d)
+        qt.supermarket.supermarket_mean_queue_length(0.5, d)
 
 
 def test_supermarket_bad_lam():
     with pytest.raises(ValueError, match="lam"):
-        qt.supermarket_mean_queue_length(1.0, 2)
+        qt.supermarket.supermarket_mean_queue_length(1.0, 2)
 
 
 # ------------------------------------------------------------ design_point
@@ -264,7 +264,7 @@ def test_design_point_consistent(lam, target):
         assert d.top_level == qt.top_level(lam, d.p_min)
     else:
         assert d.top_level == -1 and "no centralization" in d.summary()
-    assert d.capacity_without_pooling == qt.capacity_without_pooling(lam, target)
+    assert d.capacity_without_pooling == qt.design.capacity_without_pooling(lam, target)
 
 
 def test_design_point_reference_and_bad_input():

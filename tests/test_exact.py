@@ -13,7 +13,7 @@ import pytest
 
 import qtheory
 from qtheory import _exact_kernels as _k
-from qtheory.concentration import auto_max_queue, concentration_study, fit_power_law
+from qtheory.book.concentration import auto_max_queue, concentration_study, fit_power_law
 from qtheory.exact import exact_memory_estimate, exact_state_space_size, exact_stationary
 
 

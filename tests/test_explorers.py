@@ -1,6 +1,6 @@
 """The explorers of the built book, in headless Chromium with the network blocked.
 
-Each of the six explorers (``qtheory.explorer(name)``, drawn by
+Each of the six explorers (``qb.explorer(name)``, drawn by
 ``book/_ext/explorers/explorers.js`` with Plotly) is opened on its page of ``_build/html``.
 For every explorer the test
 
@@ -9,7 +9,7 @@ For every explorer the test
 * sets the sliders to at least 20 settings (each control moved, then seeded random
   settings) and checks that the numbers the explorer displays (``data-value`` of its
   ``<output>``) are qtheory's for that setting, computed here with the view functions
-  of ``qtheory.explorers``: integers exactly, floats to a relative error of 1e-9 (the
+  of ``qtheory.book.explorers``: integers exactly, floats to a relative error of 1e-9 (the
   page stores 10 significant digits; the M/M/1 tail and the ratio are computed in the
   page from closed forms);
 * sees no request leave the machine and no JavaScript error;
@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import qtheory as qt
+from qtheory import book as qb
 from built_book import HTML
 from test_browser import browser, server  # noqa: F401  (fixtures)
 
@@ -58,13 +59,13 @@ def expected_problems(name: str, s: dict, shown: dict) -> list[str]:
             bad.append(f"{name} {s}: {label} shows {got}, qtheory gives {want}")
 
     if name == "small-system":
-        v = qt.small_system_view(s["n_stations"], s["lam"], s["p"])
+        v = qb.small_system_view(s["n_stations"], s["lam"], s["p"])
         q = v["queues"][list(v["times"]).index(s["t"])].tolist()
         check("queues", shown["queues"] == q, shown["queues"], q)
         check("longest", shown["longest"] == max(q), shown["longest"], max(q))
         check("total", shown["total"] == sum(q), shown["total"], sum(q))
     elif name == "fluid":
-        v = qt.fluid_view(s["lam"], s["p"], s["start"], 10)
+        v = qb.fluid_view(s["lam"], s["p"], s["start"], 10)
         i = list(v["times"]).index(s["t"])
         row = np.trim_zeros(v["s"][i, 1:], "b")
         check("v1(t)", close(shown["mean"], v["mean"][i]), shown["mean"], v["mean"][i])
@@ -72,20 +73,20 @@ def expected_problems(name: str, s: dict, shown: dict) -> list[str]:
         check("invariant mean", close(shown["invariant_mean"], v["invariant_mean"]),
               shown["invariant_mean"], v["invariant_mean"])
     elif name == "invariant":
-        v = qt.invariant_view(s["lam"], s["p"])
+        v = qb.invariant_view(s["lam"], s["p"])
         check("top level", shown["top_level"] == v["top_level"], shown["top_level"],
               v["top_level"])
         for key in ("mean", "mm1_mean", "mm1_tail_top"):
             check(key, close(shown[key], v[key]), shown[key], v[key])
         check("s", close(shown["s"], v["s"][1:]), shown["s"][:5], v["s"][1:6])
     elif name == "heavy-traffic":
-        v = qt.heavy_traffic_view(s["lam"], s["p"])
+        v = qb.heavy_traffic_view(s["lam"], s["p"])
         for key in ("x", "mean", "scale", "mm1_mean"):
             check(key, close(shown[key], v[key]), shown[key], v[key])
         check("ratio", close(shown["ratio"], v["mean"] / v["scale"]), shown["ratio"],
               v["mean"] / v["scale"])
     elif name == "fluid-limit":
-        v = qt.fluid_limit_view(s["n_stations"], s["lam"], s["p"])
+        v = qb.fluid_limit_view(s["n_stations"], s["lam"], s["p"])
         check("distance", close(shown["distance"], v["distance"]), shown["distance"],
               v["distance"])
     elif name == "design":
@@ -260,7 +261,7 @@ def test_explorer_degrades(name, server, browser):  # noqa: F811
 def test_value_check_catches_a_wrong_value():
     """The comparison with qtheory fails on a planted wrong value (and passes on the
     right one)."""
-    v = qt.invariant_view(0.95, 0.05)
+    v = qb.invariant_view(0.95, 0.05)
     shown = {"top_level": v["top_level"], "mean": v["mean"], "mm1_mean": v["mm1_mean"],
              "mm1_tail_top": v["mm1_tail_top"], "s": v["s"][1:].tolist()}
     setting = {"lam": 0.95, "p": 0.05}
@@ -279,7 +280,7 @@ def test_value_check_catches_a_wrong_value():
 def test_explorer_data(name):
     """Without a browser: the explorer's HTML has a labelled slider per control, its JSON
     holds one record per grid setting, and stored records are the view's values."""
-    e = qt.explorer(name)
+    e = qb.explorer(name)
     page = e._repr_html_()
     data = json.loads(page.split('class="qt-explorer-data">')[1].split("</script>")[0]
                       .replace("<\\/", "</"))
@@ -300,18 +301,18 @@ def test_explorer_data(name):
                 "heavy-traffic": ("mean", "scale"), "fluid-limit": ("distance",),
                 "design": ("p_min", "mean", "top_level")}[name]
         if name == "small-system":
-            want = {"queues": qt.small_system_view(s["n_stations"], s["lam"], s["p"])["queues"]}
+            want = {"queues": qb.small_system_view(s["n_stations"], s["lam"], s["p"])["queues"]}
         elif name == "fluid":
-            want = qt.fluid_view(s["lam"], s["p"], s["start"], 10)
+            want = qb.fluid_view(s["lam"], s["p"], s["start"], 10)
         elif name == "invariant":
-            want = dict(qt.invariant_view(s["lam"], s["p"]))
+            want = dict(qb.invariant_view(s["lam"], s["p"]))
             want["s"] = want["s"][1:]
         elif name == "heavy-traffic":
             lams = [c for c in e.controls if c.name == "lam"][0].values
-            views = [qt.heavy_traffic_view(lam, s["p"]) for lam in lams]
+            views = [qb.heavy_traffic_view(lam, s["p"]) for lam in lams]
             want = {k: [v[k] for v in views] for k in ("mean", "scale")}
         elif name == "fluid-limit":
-            want = qt.fluid_limit_view(s["n_stations"], s["lam"], s["p"])
+            want = qb.fluid_limit_view(s["n_stations"], s["lam"], s["p"])
         else:
             d = qt.design_point(s["lam"], s["target"])
             want = {"p_min": d.p_min, "mean": d.mean_queue_length, "top_level": d.top_level}
@@ -322,14 +323,14 @@ def test_explorer_data(name):
 def test_widgets_and_explorers_share_the_views():
     """The explorer's stored record at a grid point is the view function's value there
     (the one source of truth of the notebook widgets and the HTML explorers)."""
-    e = qt.explorer("fluid-limit")
+    e = qb.explorer("fluid-limit")
     rec = e.record(n_stations=100, lam=0.9, p=0.1)
-    v = qt.fluid_limit_view(100, 0.9, 0.1)
+    v = qb.fluid_limit_view(100, 0.9, 0.1)
     assert close(rec["distance"], v["distance"])
     assert close(rec["path"][0], v["path"][:, 1])
     with pytest.raises(ValueError, match="name"):
-        qt.explorer("no-such-explorer")
+        qb.explorer("no-such-explorer")
     with pytest.raises(ValueError, match="start"):
-        qt.fluid_start(0.9, 0.1, "full")
+        qb.fluid_start(0.9, 0.1, "full")
     with pytest.raises(ValueError, match="p"):
-        qt.invariant_view(0.9, 0.0)
+        qb.invariant_view(0.9, 0.0)

@@ -1,5 +1,4 @@
 """Tests of qtheory.finite_n: the linear-noise covariance and the finite-N mean."""
-import json
 import math
 import warnings
 from pathlib import Path
@@ -8,6 +7,7 @@ import numpy as np
 import pytest
 
 import qtheory as qt
+from qtheory import book as qb
 from qtheory._linear_noise import drift_jacobian_and_noise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_prediction_against_exact_solutions(lam, p, n, K):
     # N = 2..4: the diffusion is crude there; its error estimate (3/sqrt(N) of the
     # excess) must still cover the exact answer
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.TruncationWarning)
+        warnings.simplefilter("ignore", qt.exact.TruncationWarning)
         ex = qt.exact_stationary(n, lam, p, max_queue=K, truncation_tol=1.0)
     assert ex.boundary_mass < 1e-3
     r = qt.finite_n_mean(n, lam, p)
@@ -156,9 +156,9 @@ def test_prediction_against_planned_simulations():
         plan = qt.plan_run(n, lam, p, half_width=0.3 * r.excess, n_chains=2,
                            calibrate=False)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", qt.SimulationWarning)
+            warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
             sim = qt.simulate(**plan, seed=seed, progress=False)
-        e = qt.excess_by_identity(sim)
+        e = qt.finite_n.excess_by_identity(sim)
         assert e.half_width < 0.25 * e.excess, e
         assert e.ci[0] - r.error <= r.excess <= e.ci[1] + r.error, (n, lam, p, e, r)
 
@@ -175,7 +175,7 @@ def test_well_populated_against_short_simulation():
 
 
 def test_stored_validation_agrees_where_the_book_claims():
-    data = json.loads((ROOT / "book" / "data" / "finite_n_validation.json").read_text())
+    data = qb.stored("finite_n_validation")
     sims = data["sims"]
     # the grid the issue asks for: >= 12 (lam, p), N from 1e2 to 1e5, all regimes
     assert len({(x["lam"], x["p"]) for x in sims}) >= 12
@@ -205,7 +205,7 @@ def test_stored_predictions_are_the_current_ones():
     # and another CPU may round differently and take other branches at a reflection,
     # hence a tolerance of a quarter of the error estimate (which holds twice the
     # Monte Carlo standard error)
-    data = json.loads((ROOT / "book" / "data" / "finite_n_validation.json").read_text())
+    data = qb.stored("finite_n_validation")
     rows = [x for x in data["sims"] if x["lam"] <= 0.9 and x["N"] in (100, 1000)]
     assert len(rows) >= 10
     for x in rows[::2] + data["pooled"][:1]:
@@ -248,29 +248,29 @@ def test_excess_by_identity():
     # plain time average of the queue length
     sim = qt.simulate(200, 0.3, 0.5, t_end=200.0, warmup=20.0, n_batches=10, seed=2,
                       progress=False)
-    e = qt.excess_by_identity(sim)
+    e = qt.finite_n.excess_by_identity(sim)
     assert e.excess == pytest.approx(sim.mean_queue_length, rel=1e-12)
     assert e.below_top == 0.0 and e.batch_values.shape == (10,)
     # N = 2 against the exact stationary solution (fixed seed): both estimators within
     # two of their 95% half-widths of the exact excess
     lam, p = 0.7, 0.2
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.TruncationWarning)
+        warnings.simplefilter("ignore", qt.exact.TruncationWarning)
         ex = qt.exact_stationary(2, lam, p, max_queue=30, truncation_tol=1.0)
     exact = ex.mean_queue_length - qt.mean_queue_length(lam, p)
     sim = qt.simulate(2, lam, p, t_end=2e5, warmup=200.0, n_batches=20, n_chains=2,
                       seed=5, progress=False)
-    e = qt.excess_by_identity(sim)
+    e = qt.finite_n.excess_by_identity(sim)
     direct = sim.mean_queue_length - qt.mean_queue_length(lam, p)
     assert abs(e.excess - exact) <= 2.0 * e.half_width, (e, exact)
     assert abs(direct - exact) <= 2.0 * sim.half_width, (direct, exact)
     assert e.below_top > 0 and e.above_top > 0
     with pytest.raises(ValueError, match="result"):
-        qt.excess_by_identity(0.5)
+        qt.finite_n.excess_by_identity(0.5)
     sim0 = qt.simulate(50, 0.5, 0.0, t_end=600.0, warmup=60.0, n_batches=4, seed=1,
                        progress=False)
     with pytest.raises(ValueError, match="p"):
-        qt.excess_by_identity(sim0)
+        qt.finite_n.excess_by_identity(sim0)
 
 
 def test_monte_carlo_refuses_unaffordable_points():
@@ -318,7 +318,7 @@ def test_pooled_floor():
     # the proved floor lam/(N(1 - lam)): exact small systems respect it, and the
     # prediction is raised to it, with the bound in the error where it is not small
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.TruncationWarning)
+        warnings.simplefilter("ignore", qt.exact.TruncationWarning)
         ex = qt.exact_stationary(2, 0.9, 0.2, max_queue=60, truncation_tol=1.0)
     assert ex.mean_queue_length >= 0.9 / (2 * 0.1)
     for n, lam, p in [(100, 0.9999, 0.5), (2, 0.95, 0.3), (100, 0.99, 0.2)]:
@@ -349,11 +349,11 @@ def test_finite_n_bad_input_found_by_users():
 
 def test_excess_by_identity_warns_on_zero_spread():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         sim = qt.simulate(3, 0.5, 0.2, t_end=1e-9, warmup=0.0, n_batches=2, seed=1,
                           progress=False)
-    with pytest.warns(qt.SimulationWarning, match="width 0"):
-        e = qt.excess_by_identity(sim)
+    with pytest.warns(qt.simulation.SimulationWarning, match="width 0"):
+        e = qt.finite_n.excess_by_identity(sim)
     assert e.half_width == 0.0
 
 
@@ -458,7 +458,7 @@ def test_out_of_sample_design_is_the_stored_one_and_covers():
         spec.loader.exec_module(oos)
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    data = json.loads((ROOT / "book" / "data" / "finite_n_out_of_sample.json").read_text())
+    data = qb.stored("finite_n_out_of_sample")
     assert data["design"] == [list(x) for x in oos.design(data["design_seed"])]
     rows = data["rows"]
     assert [(r["N"], r["lam"], r["p"]) for r in rows] == [

@@ -13,7 +13,9 @@ import pytest
 from scipy.linalg import expm
 
 import qtheory as qt
-from qtheory import fluid_drift, fluid_trajectory, invariant_state, l1_distance
+from qtheory import book as qb
+from qtheory import fluid_drift, fluid_trajectory, invariant_state
+from qtheory.fluid import l1_distance
 
 RNG_SEED = 20120101
 
@@ -321,7 +323,7 @@ def test_bad_drift_input():
 
 
 def test_naive_solver_result_is_reported_honestly():
-    r = qt.naive_fluid_solve(0.7, 0.2, 5.0, method="RK45", max_evaluations=20_000)
+    r = qb.naive_fluid_solve(0.7, 0.2, 5.0, method="RK45", max_evaluations=20_000)
     assert r.t_reached <= 5.0
     ref = fluid_trajectory(0.7, 0.2, [r.t_reached])[0]
     assert r.error == pytest.approx(l1_distance(r.s_end, ref))

@@ -1,7 +1,7 @@
 """The N-station simulator against the fluid solution (Tsitsiklis and Xu 2012, Thm 4.1).
 
 Tolerances come from N: per level, z = 4 standard deviations of the martingale part
-of s^N_i by Doob's inequality (qtheory.martingale_tolerance), and the N^-1/2 rate of
+of s^N_i by Doob's inequality (qb.martingale_tolerance), and the N^-1/2 rate of
 the distance, fitted over N = 1e3..1e5 with fixed seeds.
 """
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import qtheory as qt
-from qtheory.fluid_limit import fluid_limit_study, martingale_tolerance
+from qtheory import book as qb
+from qtheory.book.fluid_limit import fluid_limit_study, martingale_tolerance
 
 
 @pytest.mark.parametrize("lam,p,s0", [(0.9, 0.1, None),
@@ -27,7 +28,7 @@ def test_simulator_agrees_with_fluid_at_1e5(lam, p, s0):
         dev = np.max(np.abs(pad(path) - pad(fluid)), axis=0)
         assert np.all(dev <= pad(tol[None])[0] + 1.0 / n)
         # and in l1, the sum of the per-level tolerances
-        assert np.max(qt.l1_distance(path, fluid)) <= tol.sum()
+        assert np.max(qt.fluid.l1_distance(path, fluid)) <= tol.sum()
 
 
 def test_distance_shrinks_like_inverse_sqrt_n():

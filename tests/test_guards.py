@@ -10,6 +10,8 @@ import warnings
 import pytest
 
 import qtheory as qt
+from qtheory import book as qb
+from qtheory.sweep import point_seeds
 
 
 def test_integer_too_large_for_a_float_is_a_value_error():
@@ -63,25 +65,25 @@ def test_fluid_trajectory_refuses_unbounded_horizons():
 @pytest.mark.parametrize("budget", [1, 5, 14])
 @pytest.mark.parametrize("method", ["RK45", "Radau", "BDF"])
 def test_naive_solve_budget_exhausted_during_setup_is_reported(method, budget):
-    res = qt.naive_fluid_solve(0.9, 0.1, 10.0, method=method, max_evaluations=budget)
+    res = qb.naive_fluid_solve(0.9, 0.1, 10.0, method=method, max_evaluations=budget)
     assert not res.success
 
 
 @pytest.mark.parametrize("n_points", [-1, None, "a", 2.5, True])
 def test_point_seeds_rejects_bad_counts(n_points):
     with pytest.raises(ValueError, match="n_points"):
-        qt.point_seeds(1, n_points)
+        point_seeds(1, n_points)
 
 
 def test_point_seeds_zero_points_is_empty():
-    assert qt.point_seeds(1, 0) == []
+    assert point_seeds(1, 0) == []
 
 
 @pytest.mark.parametrize("call, name", [
     (lambda v: qt.simulate(10, 0.9, 0.1, t_end=10.0, warmup=1.0, s0=v), "s0"),
     (lambda v: qt.sample_path(10, 0.9, 0.1, v), "times"),
     (lambda v: qt.fluid_trajectory(0.9, 0.1, [1.0], v), "s0"),
-    (lambda v: qt.l1_distance(v, [1.0, 0.5]), "a"),
+    (lambda v: qt.fluid.l1_distance(v, [1.0, 0.5]), "a"),
     (lambda v: qt.fluid_drift(v, 0.9, 0.1), "s"),
 ])
 @pytest.mark.parametrize("bad", [["1", "0.5"], [1.0, "0.5"], [True, False],
@@ -97,7 +99,7 @@ def test_real_arrays_of_python_and_numpy_numbers_are_accepted():
 
     s = qt.fluid_trajectory(0.9, 0.1, [1.0], [1, Fraction(1, 2)])
     assert s.shape[0] == 1 and s[0, 0] == 1.0
-    assert qt.l1_distance([1, 0.5], [1.0, 0.25]) == 0.25
+    assert qt.fluid.l1_distance([1, 0.5], [1.0, 0.25]) == 0.25
 
 
 @pytest.mark.parametrize("call, name", [
@@ -117,26 +119,26 @@ def test_switches_accept_only_bools(call, name, bad):
 def test_supermarket_random_assignment_never_truncates_silently():
     lam = 1 - 1e-6  # lam**i stays above 1e-300 for 6.9e8 levels
     with pytest.raises(ValueError, match="max_levels"):
-        qt.supermarket_fixed_point(lam, 1)
-    s = qt.supermarket_fixed_point(0.999, 1)
+        qt.supermarket.supermarket_fixed_point(lam, 1)
+    s = qt.supermarket.supermarket_fixed_point(0.999, 1)
     assert s[-1] >= 1e-300 and s[-1] * 0.999 < 1e-300  # every level above 1e-300
     assert abs(s[1:].sum() - 999.0) < 1e-9 * 999  # the whole M/M/1 mean
-    assert qt.supermarket_mean_queue_length(lam, 1) == lam / (1 - lam)
+    assert qt.supermarket.supermarket_mean_queue_length(lam, 1) == lam / (1 - lam)
 
 
 def test_fluid_limit_study_without_any_distance_is_an_error():
     # lam = 0 from the empty state: every path equals the fluid trajectory (distance
     # 0), so log(distance) has no slope to fit; it used to return NaN exponents
     with pytest.raises(ValueError, match="distance 0"):
-        qt.fluid_limit_study(0.0, 0.1, 1.0, [10, 20], [0, 1])
+        qb.fluid_limit_study(0.0, 0.1, 1.0, [10, 20], [0, 1])
 
 
 def test_supermarket_max_levels_refuses_instead_of_truncating():
     # 0.99 ** (2**i - 1) >= 1e-300 for i <= 16 only
-    assert len(qt.supermarket_fixed_point(0.99, 2)) == 17
-    assert len(qt.supermarket_fixed_point(0.99, 2, max_levels=16)) == 17
+    assert len(qt.supermarket.supermarket_fixed_point(0.99, 2)) == 17
+    assert len(qt.supermarket.supermarket_fixed_point(0.99, 2, max_levels=16)) == 17
     with pytest.raises(ValueError, match="max_levels"):
-        qt.supermarket_fixed_point(0.99, 2, max_levels=15)
+        qt.supermarket.supermarket_fixed_point(0.99, 2, max_levels=15)
 
 
 # ------------------------------------------------------------------ issue 14, item 5
@@ -208,7 +210,7 @@ def test_fluid_p0_sliced_solve_matches_one_piece(monkeypatch):
 
 def test_simulate_huge_initial_level_costs_events_not_levels():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         r = qt.simulate(10, 0.5, 0.1, t_end=100.0, warmup=10.0, seed=1, s0=10**6)
     # 10 stations drain at most ~1.1 jobs per unit time each: the mean stays near 1e6
     assert 10**6 - 200 < r.mean_queue_length < 10**6
@@ -218,7 +220,7 @@ def test_simulate_huge_initial_level_costs_events_not_levels():
 
 def test_zero_d_integer_arrays_are_integers_everywhere():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         a = qt.simulate(10, 0.8, 0.1, t_end=200.0, warmup=20.0, seed=3, n_batches=10,
                         s0=2)
         b = qt.simulate(np.array(10), np.array(0.8), np.array(0.1), t_end=np.array(200.0),
@@ -243,13 +245,13 @@ def test_integer_parameters_refuse_floats_and_arrays(bad):
 
 
 def test_exact_truncation_too_coarse_warns_with_mass_and_tolerance():
-    with pytest.warns(qt.TruncationWarning) as rec:
+    with pytest.warns(qt.exact.TruncationWarning) as rec:
         r = qt.exact_stationary(3, 0.9, 0.1, max_queue=12)
     msg = str(rec[0].message)
     assert f"{r.boundary_mass:.3g}" in msg and "truncation_tol = 1e-06" in msg
     assert r.boundary_mass > 1e-6
     with warnings.catch_warnings():
-        warnings.simplefilter("error", qt.TruncationWarning)
+        warnings.simplefilter("error", qt.exact.TruncationWarning)
         fine = qt.exact_stationary(2, 0.5, 0.2, max_queue=40)
         assert fine.boundary_mass < 1e-6
         qt.exact_stationary(3, 0.9, 0.1, max_queue=12, truncation_tol=1.0)

@@ -25,9 +25,11 @@ import numpy as np
 import pytest
 
 import qtheory as qt
-from qtheory import explorers as explmod
 from qtheory import _linear_noise as linnoise
+from qtheory import book as qb
 from qtheory import fluid as fluidmod
+from qtheory.book import explorers as explmod
+from qtheory.sweep import expand_grid, point_seeds
 
 # Every call below must answer quickly; a hang fails the test instead of the suite.
 pytestmark = pytest.mark.timeout(120)
@@ -127,13 +129,13 @@ def test_fluid_trajectory_p_positive_honours_ctrl_c():
 
 def test_exact_state_space_size_huge_answers_at_once():
     t0 = time.perf_counter()
-    assert qt.exact_state_space_size(10**9, 10**9) == math.inf
-    assert qt.exact_state_space_size(10**18, 10**18) == math.inf
-    assert qt.exact_state_space_size(10**18, 3) == math.comb(10**18 + 3, 3)
+    assert qt.exact.exact_state_space_size(10**9, 10**9) == math.inf
+    assert qt.exact.exact_state_space_size(10**18, 10**18) == math.inf
+    assert qt.exact.exact_state_space_size(10**18, 3) == math.comb(10**18 + 3, 3)
     assert time.perf_counter() - t0 < 5
     # exact integers wherever they can be written out cheaply
     for n, k in [(1, 1), (3, 60), (50, 50), (1000, 1000), (2000, 2000)]:
-        v = qt.exact_state_space_size(n, k)
+        v = qt.exact.exact_state_space_size(n, k)
         assert isinstance(v, int) and v == math.comb(n + k, n)
 
 
@@ -150,14 +152,14 @@ def _memory_formula(n, k):
 
 @pytest.mark.parametrize("n, k", [(1, 1), (2, 40), (3, 60), (10, 10), (6, 30), (100, 20)])
 def test_exact_memory_estimate_small_cases_unchanged(n, k):
-    assert qt.exact_memory_estimate(n, k) == pytest.approx(_memory_formula(n, k), abs=1.0)
+    assert qt.exact.exact_memory_estimate(n, k) == pytest.approx(_memory_formula(n, k), abs=1.0)
 
 
 @pytest.mark.parametrize("n, k", [(2000, 2000), (10**9, 10**9), (200, 200), (10**6, 10),
                                   (5, 10**12), (10**18, 3)])
 def test_exact_memory_estimate_never_overflows_or_hangs(n, k):
     t0 = time.perf_counter()
-    v = qt.exact_memory_estimate(n, k)
+    v = qt.exact.exact_memory_estimate(n, k)
     assert time.perf_counter() - t0 < 5
     assert v > 1e12
     if n + k < 5000:  # the formula can be evaluated exactly here
@@ -180,22 +182,22 @@ def test_exact_stationary_refuses_impossible_state_spaces(n, k, limit):
 @pytest.mark.parametrize("k", [10**7, 10**12, 2**80])
 def test_fluid_start_level_is_capped(start, k):
     with pytest.raises(ValueError) as err:
-        qt.fluid_start(0.9, 0.1, start, k)
+        qb.fluid_start(0.9, 0.1, start, k)
     _named(err, "k")
 
 
 @pytest.mark.parametrize("shift", [10**8, 10**12, 2**80])
 def test_shifted_invariant_state_shift_is_capped(shift):
     with pytest.raises(ValueError) as err:
-        qt.shifted_invariant_state(0.9, 0.1, shift)
+        qb.shifted_invariant_state(0.9, 0.1, shift)
     _named(err, "shift")
-    assert qt.shifted_invariant_state(0.9, 0.1, 1000).size == 1000 + 9
+    assert qb.shifted_invariant_state(0.9, 0.1, 1000).size == 1000 + 9
 
 
 @pytest.mark.parametrize("call", [
-    lambda n: qt.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, n_times=n),
-    lambda n: qt.martingale_tolerance(10, 0.9, 0.1, 5.0, n_times=n),
-    lambda n: qt.fluid_limit_study(0.9, 0.1, 5.0, [10, 20], [1], n_times=n),
+    lambda n: qb.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, n_times=n),
+    lambda n: qb.martingale_tolerance(10, 0.9, 0.1, 5.0, n_times=n),
+    lambda n: qb.fluid_limit_study(0.9, 0.1, 5.0, [10, 20], [1], n_times=n),
 ], ids=["fluid_limit_distance", "martingale_tolerance", "fluid_limit_study"])
 @pytest.mark.parametrize("n", [10**9, 10**12, 2**70])
 def test_n_times_is_capped(call, n):
@@ -207,26 +209,26 @@ def test_n_times_is_capped(call, n):
 @pytest.mark.parametrize("n", [10**9, 2**70])
 def test_concentration_snapshots_are_capped(n):
     with pytest.raises(ValueError) as err:
-        qt.concentration_study(0.9, 0.1, [2], n_snapshots=n, n_batches=n)
+        qb.concentration_study(0.9, 0.1, [2], n_snapshots=n, n_batches=n)
     assert "n_snapshots" in str(err.value) or "n_batches" in str(err.value)
 
 
 @pytest.mark.parametrize("n_curve", [10**9, 10**12, 2**70])
 def test_design_view_curve_is_capped(n_curve):
     with pytest.raises(ValueError) as err:
-        qt.design_view(0.9, 2.0, n_curve)
+        qb.design_view(0.9, 2.0, n_curve)
     _named(err, "n_curve")
 
 
 @pytest.mark.parametrize("bad", ["a", 2.5, True, 1, 0, -3, None])
 def test_design_view_curve_must_be_an_integer(bad):
     with pytest.raises(ValueError) as err:
-        qt.design_view(0.9, 2.0, bad)
+        qb.design_view(0.9, 2.0, bad)
     _named(err, "n_curve")
 
 
 def test_design_view_curve_unchanged():
-    v = qt.design_view(0.9, 2.0, 5)
+    v = qb.design_view(0.9, 2.0, 5)
     assert np.array_equal(v["p"], np.linspace(0.0, 0.9, 5))
     assert v["mean"][0] == pytest.approx(9.0) and v["mean"][-1] == 0.0
 
@@ -234,23 +236,23 @@ def test_design_view_curve_unchanged():
 @pytest.mark.parametrize("method", ["Radau", "BDF", "LSODA"])
 def test_naive_solve_implicit_methods_cap_levels(method):
     with pytest.raises(ValueError) as err:
-        qt.naive_fluid_solve(0.9, 0.1, 1.0, method=method, levels=10**5)
+        qb.naive_fluid_solve(0.9, 0.1, 1.0, method=method, levels=10**5)
     _named(err, "levels", method)
 
 
 def test_naive_solve_caps_total_work():
     with pytest.raises(ValueError) as err:
-        qt.naive_fluid_solve(0.9, 0.1, 1.0, levels=10**6, max_evaluations=10**6)
+        qb.naive_fluid_solve(0.9, 0.1, 1.0, levels=10**6, max_evaluations=10**6)
     _named(err, "levels", "max_evaluations")
     with pytest.raises(ValueError) as err:
-        qt.naive_fluid_solve(0.9, 0.1, 1.0, max_evaluations=10**15)
+        qb.naive_fluid_solve(0.9, 0.1, 1.0, max_evaluations=10**15)
     _named(err, "max_evaluations")
 
 
 def test_naive_solve_default_levels_never_build_a_huge_state():
     # tiny p: the default (2 i* + 10) would be ~5e8 levels; refuse, naming levels
     with pytest.raises(ValueError) as err:
-        qt.naive_fluid_solve(1 - 1e-9, 1e-8, 1.0)
+        qb.naive_fluid_solve(1 - 1e-9, 1e-8, 1.0)
     _named(err, "levels")
 
 
@@ -258,7 +260,7 @@ def test_naive_solve_default_levels_never_build_a_huge_state():
 def test_point_seeds_count_is_capped(n):
     t0 = time.perf_counter()
     with pytest.raises(ValueError) as err:
-        qt.point_seeds(1, n)
+        point_seeds(1, n)
     assert time.perf_counter() - t0 < 5
     _named(err, "n_points")
 
@@ -272,7 +274,7 @@ def test_point_seeds_count_is_capped(n):
 def test_expand_grid_caps_the_product_before_allocating(grid):
     t0 = time.perf_counter()
     with pytest.raises(ValueError) as err:
-        qt.expand_grid(grid)
+        expand_grid(grid)
     assert time.perf_counter() - t0 < 5
     _named(err, "grid")
     with pytest.raises(ValueError):
@@ -281,10 +283,10 @@ def test_expand_grid_caps_the_product_before_allocating(grid):
 
 @pytest.mark.parametrize("call, name", [
     (lambda: qt.invariant_state(1 - 1e-15, 1e-14, max_levels=10**12), "max_levels"),
-    (lambda: qt.invariant_tail_sums(1 - 1e-15, 1e-14, max_levels=10**12), "max_levels"),
+    (lambda: qt.invariant.invariant_tail_sums(1 - 1e-15, 1e-14, max_levels=10**12), "max_levels"),
     (lambda: qt.invariant_state(1 - 1e-15, 0.0, max_levels=10**12), "max_levels"),
-    (lambda: qt.supermarket_fixed_point(1 - 1e-12, 1, max_levels=10**13), "max_levels"),
-    (lambda: qt.supermarket_fixed_point(0.9, 2, max_levels=10**13), "max_levels"),
+    (lambda: qt.supermarket.supermarket_fixed_point(1 - 1e-12, 1, max_levels=10**13), "max_levels"),
+    (lambda: qt.supermarket.supermarket_fixed_point(0.9, 2, max_levels=10**13), "max_levels"),
 ])
 def test_max_levels_has_a_ceiling(call, name):
     with pytest.raises(ValueError) as err:
@@ -300,10 +302,10 @@ def test_functions_of_lam_p_never_build_the_state_they_do_not_return(lam, p):
     mu = qt.relaxation_rate(lam, p)
     assert 0.0 < mu < 1.0 and math.isfinite(mu)
     if lam + p > 1:
-        assert qt.relaxation_rate_bound(lam, p) >= mu * (1 - 1e-9)
+        assert qb.relaxation_rate_bound(lam, p) >= mu * (1 - 1e-9)
     assert time.perf_counter() - t0 < 10
     with pytest.raises(ValueError) as err:   # the tail array itself is too large
-        qt.longest_queue_limit(lam, p)
+        qb.longest_queue_limit(lam, p)
     _named(err, "lam", "p")
 
 
@@ -387,13 +389,13 @@ def test_exact_stationary_memory_limit_inf_is_not_a_numba_error():
 @pytest.mark.parametrize("d", [10**309, 10**400, 2**64, 10**20])
 def test_supermarket_huge_d(d):
     # s_1 = lam, s_2 = lam**(1 + d) underflows: the mean is lam
-    assert qt.supermarket_mean_queue_length(0.9, d) == 0.9
-    assert np.array_equal(qt.supermarket_fixed_point(0.9, d), [1.0, 0.9])
+    assert qt.supermarket.supermarket_mean_queue_length(0.9, d) == 0.9
+    assert np.array_equal(qt.supermarket.supermarket_fixed_point(0.9, d), [1.0, 0.9])
 
 
 def test_supermarket_moderate_d_unchanged():
     for d in (2, 3, 10, 1000):
-        s = qt.supermarket_fixed_point(0.9, d)
+        s = qt.supermarket.supermarket_fixed_point(0.9, d)
         i = np.arange(s.size)
         exps = [(d**k - 1) // (d - 1) for k in i]
         assert np.allclose(s, [0.9**e for e in exps], rtol=1e-15)
@@ -449,7 +451,7 @@ def test_time_to_invariant_slow_relaxation_names_callers_parameters():
     (lambda v: qt.fluid_drift([1.0, 0.5, 0.0], 0.9, 0.1, validate=v), "validate"),
     (lambda v: qt.fluid_drift([5.0, 4.0, 0.0], 0.9, 0.1, coords="v", validate=v),
      "validate"),
-    (lambda v: qt.naive_fluid_solve(0.9, 0.1, 1.0, sliding=v), "sliding"),
+    (lambda v: qb.naive_fluid_solve(0.9, 0.1, 1.0, sliding=v), "sliding"),
     (lambda v: qt.sweep(qt.mean_queue_length, {"lam": [0.5], "p": [0.1]},
                         raise_on_error=v, progress=False,
                         executor=ThreadPoolExecutor(1)), "raise_on_error"),
@@ -457,8 +459,8 @@ def test_time_to_invariant_slow_relaxation_names_callers_parameters():
                         pass_seed=v, progress=False,
                         executor=ThreadPoolExecutor(1)), "pass_seed"),
     (lambda v: qt.exact_stationary(2, 0.5, 0.2, max_queue=10, progress=v), "progress"),
-    (lambda v: qt.fluid_limit_study(0.9, 0.1, 1.0, [5, 10], [1], progress=v), "progress"),
-    (lambda v: qt.concentration_study(0.5, 0.2, [1], progress=v), "progress"),
+    (lambda v: qb.fluid_limit_study(0.9, 0.1, 1.0, [5, 10], [1], progress=v), "progress"),
+    (lambda v: qb.concentration_study(0.5, 0.2, [1], progress=v), "progress"),
 ])
 @pytest.mark.parametrize("bad", ["no", "False", "", 0, 1, [True], 1.0])
 def test_every_switch_takes_only_bools(call, name, bad):
@@ -471,22 +473,22 @@ def test_every_switch_takes_only_bools(call, name, bad):
                                  ["1", "2"], 1 + 0j, [1.0, 2j], None, "abc", {1: 2}])
 def test_littles_law_takes_real_numbers_only(bad):
     with pytest.raises(ValueError) as err:
-        qt.littles_law_sojourn_time(bad, 0.5)
+        qt.design.littles_law_sojourn_time(bad, 0.5)
     _named(err, "mean_queue")
 
 
 def test_littles_law_values_unchanged():
-    assert qt.littles_law_sojourn_time(3, 0.5) == 6.0
-    assert qt.littles_law_sojourn_time(np.float32(1.5), 0.5) == 3.0
-    assert np.array_equal(qt.littles_law_sojourn_time([1, 2.0], 0.5), [2.0, 4.0])
+    assert qt.design.littles_law_sojourn_time(3, 0.5) == 6.0
+    assert qt.design.littles_law_sojourn_time(np.float32(1.5), 0.5) == 3.0
+    assert np.array_equal(qt.design.littles_law_sojourn_time([1, 2.0], 0.5), [2.0, 4.0])
     from fractions import Fraction
-    assert qt.littles_law_sojourn_time(Fraction(1, 2), 0.5) == 1.0
+    assert qt.design.littles_law_sojourn_time(Fraction(1, 2), 0.5) == 1.0
     with pytest.raises(ValueError, match="mean_queue"):
-        qt.littles_law_sojourn_time(math.inf, 0.5)
+        qt.design.littles_law_sojourn_time(math.inf, 0.5)
 
 
 def test_fit_power_law_takes_real_numbers_only():
-    from qtheory.concentration import fit_power_law
+    from qtheory.book.concentration import fit_power_law
 
     with pytest.raises(ValueError, match=r"\bn\b"):
         fit_power_law(["1", "2"], [1.0, 0.5])
@@ -496,11 +498,11 @@ def test_fit_power_law_takes_real_numbers_only():
 
 
 _VIEWS_WITH_TIMES = [
-    (lambda t: qt.small_system_view(4, 0.9, 0.1, times=t), "small_system_view"),
-    (lambda t: qt.fluid_view(0.9, 0.1, times=t), "fluid_view"),
-    (lambda t: qt.fluid_limit_view(4, 0.9, 0.1, times=t), "fluid_limit_view"),
+    (lambda t: qb.small_system_view(4, 0.9, 0.1, times=t), "small_system_view"),
+    (lambda t: qb.fluid_view(0.9, 0.1, times=t), "fluid_view"),
+    (lambda t: qb.fluid_limit_view(4, 0.9, 0.1, times=t), "fluid_limit_view"),
     (lambda t: qt.fluid_trajectory(0.9, 0.1, t), "fluid_trajectory"),
-    (lambda t: qt.fluid_distance_curve(0.9, 0.1, t, [1.0], [1.0, 0.5]),
+    (lambda t: qb.fluid_distance_curve(0.9, 0.1, t, [1.0], [1.0, 0.5]),
      "fluid_distance_curve"),
     (lambda t: qt.sample_path(4, 0.9, 0.1, t), "sample_path"),
 ]
@@ -523,8 +525,8 @@ def test_times_checked_with_the_parameter_name_everywhere(call, fname, bad):
 
 def test_views_keep_real_times_as_given():
     t = [0, 1, 2.5]
-    assert np.array_equal(qt.fluid_view(0.9, 0.1, times=t)["times"], [0.0, 1.0, 2.5])
-    assert np.array_equal(qt.small_system_view(4, 0.9, 0.1, times=t)["times"], [0.0, 1.0, 2.5])
+    assert np.array_equal(qb.fluid_view(0.9, 0.1, times=t)["times"], [0.0, 1.0, 2.5])
+    assert np.array_equal(qb.small_system_view(4, 0.9, 0.1, times=t)["times"], [0.0, 1.0, 2.5])
 
 
 @pytest.mark.parametrize("bad", [[[1.0]], [1.0, 0.5], np.ones((200, 3)),
@@ -534,18 +536,18 @@ def test_views_keep_real_times_as_given():
                                  np.tile([1.0, 1.5, 0.1], (201, 1))])
 def test_fluid_limit_distance_checks_the_fluid_it_is_given(bad):
     with pytest.raises(ValueError) as err:
-        qt.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, fluid=bad)
+        qb.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, fluid=bad)
     _named(err, "fluid")
 
 
 def test_fluid_limit_distance_with_its_own_fluid_unchanged():
     grid = np.linspace(0.0, 5.0, 201)
     fluid = qt.fluid_trajectory(0.9, 0.1, grid, check=False)
-    a = qt.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1)
-    b = qt.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, fluid=fluid)
+    a = qb.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1)
+    b = qb.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1, fluid=fluid)
     assert a == b
     with pytest.raises(ValueError, match="fluid"):  # a fluid from another start
-        qt.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1,
+        qb.fluid_limit_distance(10, 0.9, 0.1, 5.0, seed=1,
                                 fluid=qt.fluid_trajectory(0.9, 0.1, grid, [1.0, 1.0]))
 
 
@@ -553,7 +555,7 @@ def test_fluid_limit_distance_with_its_own_fluid_unchanged():
                                  "Fluid", "nope"])
 def test_explorer_name_errors_are_clear(bad):
     with pytest.raises(ValueError) as err:
-        qt.explorer(bad)
+        qb.explorer(bad)
     _named(err, "name", "fluid")
 
 
@@ -562,7 +564,7 @@ def _tiny_explorer():
                 explmod._control("start", "start", ("empty", "full"), "empty"),
                 explmod._control("t", "t", (0.0, 1.0), 0.0, keyed=False))
     records = {f"{i},{j}": {"v": 10 * i + j} for i in range(2) for j in range(2)}
-    return qt.Explorer("fluid", "x", controls, records)
+    return qb.Explorer("fluid", "x", controls, records)
 
 
 def test_explorer_record_lookups():
@@ -798,18 +800,19 @@ def test_public_callables_are_python_functions_that_pickle_by_reference():
 
     from numba.core.dispatcher import Dispatcher
 
-    for name in qt.__all__:
-        obj = getattr(qt, name)
-        if not callable(obj):
-            continue
-        assert not isinstance(obj, Dispatcher), name
-        assert pickle.loads(pickle.dumps(obj)) is obj, name
+    for ns in (qt, qb):
+        for name in ns.__all__:
+            obj = getattr(ns, name)
+            if not callable(obj):
+                continue
+            assert not isinstance(obj, Dispatcher), name
+            assert pickle.loads(pickle.dumps(obj)) is obj, name
 
 
 @pytest.mark.parametrize("bad", [[True, 2], [2, "3"], [2.0, 3], np.array([[2, 3]]), []])
 def test_concentration_n_values_are_integers(bad):
     with pytest.raises(ValueError, match="n_values"):
-        qt.concentration_study(0.5, 0.2, bad)
+        qb.concentration_study(0.5, 0.2, bad)
 
 
 def test_result_helpers_check_their_numbers():

@@ -15,7 +15,7 @@ from qtheory.statistics import batch_means
 
 def quiet(fn, *args, **kw):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         return fn(*args, **kw)
 
 
@@ -40,7 +40,7 @@ def test_identity_weights_solve_the_recursion():
 def test_identity_estimate_is_the_fluid_value_plus_excess_by_identity():
     r = quiet(qt.simulate, 300, 0.9, 0.2, t_end=3000.0, warmup=300.0, seed=3,
               n_chains=2)
-    e = qt.excess_by_identity(r)
+    e = qt.finite_n.excess_by_identity(r)
     v = qt.mean_queue_length(0.9, 0.2)
     assert r.identity_mean_queue_length == pytest.approx(v + e.excess, rel=1e-12)
     assert r.identity_half_width == pytest.approx(e.half_width, rel=1e-9)
@@ -113,10 +113,10 @@ def test_warnings_judge_the_planned_estimator():
     # messages name the estimator the run was made for
     kw = dict(t_end=300.0 + 40 * 40.0, warmup=300.0, n_batches=40, seed=4)
     with warnings.catch_warnings(record=True) as w1:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         qt.simulate(2000, 0.9, 0.1, **kw)
     with warnings.catch_warnings(record=True) as w2:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         qt.simulate(2000, 0.9, 0.1, estimator="identity", **kw)
     m1 = " ".join(str(w.message) for w in w1)
     m2 = " ".join(str(w.message) for w in w2)
@@ -187,7 +187,7 @@ def test_planned_identity_run_has_no_warning():
     pl = qt.plan_run(500, 0.9, 0.1, half_width=0.05, calibrate=False, n_chains=2)
     assert pl.estimator == "identity"
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         r = qt.simulate(**pl, seed=3, progress=False)
     assert not caught, [str(w.message) for w in caught]
     assert r.identity_half_width <= pl.half_width

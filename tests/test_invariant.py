@@ -322,7 +322,7 @@ def closed_form_tail_sums(lam, p, dps=60):
     (0.3, 0.5), (0.2, 0.2 + 1e-12), (0.0, 0.4),  # lam <= p: empty state
 ])
 def test_tail_sums_match_closed_form(lam, p):
-    v = qt.invariant_tail_sums(lam, p)
+    v = qt.invariant.invariant_tail_sums(lam, p)
     want = closed_form_tail_sums(lam, p)
     assert v.shape == (len(want) + 1,)
     assert want[-1] == 0.0 and v[-1] == 0.0
@@ -339,19 +339,19 @@ def test_tail_sums_closed_form_at_i1_is_the_mean():
 
 def test_tail_sums_on_the_line_exact():
     # lam + p = 1: s_i = 1 - i/9 (i <= 8) at (0.9, 0.1), so v_i = sum_{j=i}^{8} (1 - j/9)
-    v = qt.invariant_tail_sums(0.9, 0.1)
+    v = qt.invariant.invariant_tail_sums(0.9, 0.1)
     want = [float(sum(Fraction(9 - j, 9) for j in range(i, 9))) for i in range(10)]
     np.testing.assert_allclose(v, want, rtol=1e-14, atol=1e-15)
     assert v[1] == pytest.approx(4.0, rel=1e-14) and v[0] == pytest.approx(5.0, rel=1e-14)
     # on the line at a tiny p the sum has ~1e6 terms: against the 50-digit mean
     p = 1e-6
-    v = qt.invariant_tail_sums(1 - p, p)
+    v = qt.invariant.invariant_tail_sums(1 - p, p)
     assert v[1] == pytest.approx(reference_mean_line(p), rel=1e-9)
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.3, 0.9, 0.99])
 def test_tail_sums_p_zero_is_the_mm1_tail(lam):
-    v = qt.invariant_tail_sums(lam, 0.0)
+    v = qt.invariant.invariant_tail_sums(lam, 0.0)
     s = qt.invariant_state(lam, 0.0)
     assert v.shape == (len(s) + 1,)
     np.testing.assert_allclose(v, lam ** np.arange(len(s) + 1) / (1 - lam), rtol=1e-12)
@@ -361,7 +361,7 @@ def test_tail_sums_p_zero_is_the_mm1_tail(lam):
 
 def test_tail_sums_empty_state():
     for lam, p in [(0.3, 0.5), (0.5, 0.5), (0.0, 1.0), (0.99, 1.0)]:
-        assert qt.invariant_tail_sums(lam, p).tolist() == [1.0, 0.0]
+        assert qt.invariant.invariant_tail_sums(lam, p).tolist() == [1.0, 0.0]
 
 
 @pytest.mark.parametrize("lam, p", [(1 - 1e-12, 0.05), (0.99, 1e-6), (0.999999, 0.001)])
@@ -369,7 +369,7 @@ def test_tail_sums_match_60_digit_reference(lam, p):
     ref = reference_state(lam, p)
     with mpmath.workdps(60):
         tails = [float(mpmath.fsum(ref[i:])) for i in range(len(ref))]
-    v = qt.invariant_tail_sums(lam, p)
+    v = qt.invariant.invariant_tail_sums(lam, p)
     # near the top each s_j carries an absolute rounding error of a few units of 1e-16
     # (invariant_state); the tail sum adds up at most len(ref) of them
     np.testing.assert_allclose(v[1:-1], tails, rtol=1e-10, atol=1e-15 * len(ref))
@@ -379,7 +379,7 @@ def test_tail_sums_match_60_digit_reference(lam, p):
 @given(lam=lams, p=ps)
 def test_tail_sums_indexing_and_consistency(lam, p):
     s = qt.invariant_state(lam, p)
-    v = qt.invariant_tail_sums(lam, p)
+    v = qt.invariant.invariant_tail_sums(lam, p)
     assert v.shape == (len(s) + 1,)
     assert v[-1] == 0.0
     assert np.all(np.diff(v) < 0)  # strictly decreasing: every s_i > 0
@@ -392,7 +392,7 @@ def test_tail_sums_indexing_and_consistency(lam, p):
 def test_tail_sums_balance_in_v_coordinates():
     # the fluid model in v (fluid-eq-drift-v) stands still at v^I
     for lam, p in [(0.99, 0.05), (0.9, 0.1), (0.7, 0.2), (0.95, 0.1)]:
-        v = qt.invariant_tail_sums(lam, p)
+        v = qt.invariant.invariant_tail_sums(lam, p)
         drift = qt.fluid_drift(v, lam, p, coords="v")
         assert np.max(np.abs(drift)) < 1e-12
 
@@ -413,7 +413,7 @@ def test_paper_floor_convention_differs_only_at_a_critical_top():
     assert lam_q * levels[-2] == p_q  # critical: lam s_{i*} = p
     lam, p = float(lam_q), float(p_q)
     assert qt.top_level(lam, p) == k - 1
-    v = qt.invariant_tail_sums(lam, p)
+    v = qt.invariant.invariant_tail_sums(lam, p)
     want = [float(sum(levels[i - 1:])) for i in range(1, k + 1)]
     np.testing.assert_allclose(v[1:], want, rtol=1e-12, atol=1e-15)
     # off the critical case the two conventions agree
@@ -425,10 +425,10 @@ def test_paper_floor_convention_differs_only_at_a_critical_top():
 @pytest.mark.parametrize("bad", [1.0, -0.1, math.nan, "0.5", None, True])
 def test_tail_sums_bad_input(bad):
     with pytest.raises(ValueError, match="lam"):
-        qt.invariant_tail_sums(bad, 0.1)
+        qt.invariant.invariant_tail_sums(bad, 0.1)
     with pytest.raises(ValueError, match=r"\bp\b"):
-        qt.invariant_tail_sums(0.5, bad if bad != 1.0 else 1.5)
+        qt.invariant.invariant_tail_sums(0.5, bad if bad != 1.0 else 1.5)
     with pytest.raises(ValueError, match="max_levels"):
-        qt.invariant_tail_sums(0.5, 0.1, max_levels=0)
+        qt.invariant.invariant_tail_sums(0.5, 0.1, max_levels=0)
     with pytest.raises(ValueError, match="max_levels"):
-        qt.invariant_tail_sums(1 - 1e-12, 1e-12)
+        qt.invariant.invariant_tail_sums(1 - 1e-12, 1e-12)

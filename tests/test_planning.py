@@ -25,7 +25,7 @@ def plan(*args, **kw):
 
 def run_quiet(p, seed):
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         r = qt.simulate(**p, seed=seed, progress=False)
     return r, [str(w.message) for w in caught]
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import qtheory as qt
-from qtheory.concentration import auto_max_queue
+from qtheory import book as qb
+from qtheory.book.concentration import auto_max_queue
 from qtheory.rate import _perron
 
 POINTS = [(0.7, 0.2), (0.9, 0.1), (0.95, 0.3), (0.5, 0.2), (0.8, 0.3), (0.6, 0.45)]
@@ -131,7 +132,7 @@ def _exact(N, lam, p, K=None):
     if K is None:
         return auto_max_queue(N, lam, p, boundary_target=1e-9, max_states=150_000)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.TruncationWarning)
+        warnings.simplefilter("ignore", qt.exact.TruncationWarning)
         return qt.exact_stationary(N, lam, p, max_queue=K, truncation_tol=1.0)
 
 
@@ -141,7 +142,7 @@ def _exact(N, lam, p, K=None):
 def test_energy_identity_exact(lam, p, N):
     r = _exact(N, lam, p)
     assert r.boundary_mass < 1e-9, r.boundary_mass
-    w = qt.rate_witness_exact(r)
+    w = qb.rate_witness_exact(r)
     np.testing.assert_allclose(w.energy_lhs, w.energy_rhs, rtol=1e-7, atol=1e-9)
     assert np.all(np.abs(w.energy_lhs - w.energy_rhs) <= w.details["identity_tolerance"])
 
@@ -150,7 +151,7 @@ def test_energy_identity_exact(lam, p, N):
                                        (0.9, 0.1, 2, 40), (0.3, 0.5, 2, 6)])
 def test_energy_identity_truncation_tolerance(lam, p, N, K):
     """A coarse truncation breaks the identity, by no more than the stated tolerance."""
-    w = qt.rate_witness_exact(_exact(N, lam, p, K))
+    w = qb.rate_witness_exact(_exact(N, lam, p, K))
     gap = np.abs(w.energy_lhs - w.energy_rhs)
     assert np.all(gap > 1e-8) and np.all(gap <= w.details["identity_tolerance"]), gap
 
@@ -166,7 +167,7 @@ BOUND_CASES = [(lam, p, N) for lam, p in [(0.7, 0.2), (0.9, 0.1), (0.5, 0.2), (0
 def test_bounds_hold_exact(lam, p, N):
     r = _exact(N, lam, p)
     rc = qt.rate_constants(lam, p)
-    w = qt.rate_witness_exact(r)
+    w = qb.rate_witness_exact(r)
     assert r.boundary_mass < 1e-9
     tol = 1e-7
     assert w.distance <= rc.distance_bound(N) + tol
@@ -187,7 +188,7 @@ def test_bounds_hold_exact(lam, p, N):
 def test_full_pooling_is_exact(N):
     """p = 1: N E v_1 = lam / (1 - lam) for every N (the light-traffic identity)."""
     lam = 0.6
-    w = qt.rate_witness_exact(_exact(N, lam, 1.0, {1: 90, 2: 60, 3: 40}[N]))
+    w = qb.rate_witness_exact(_exact(N, lam, 1.0, {1: 90, 2: 60, 3: 40}[N]))
     assert w.distance == pytest.approx(lam / ((1 - lam) * N), rel=1e-8)
     assert qt.rate_constants(lam, 1.0).distance_bound(N) == pytest.approx(w.distance,
                                                                           rel=1e-8)
@@ -196,21 +197,21 @@ def test_full_pooling_is_exact(N):
 def test_light_traffic_exact_against_bound():
     """lam < p: N E v_1 increases towards lam/(p - lam) from below (N = 1..4)."""
     lam, p = 0.3, 0.5
-    vals = [N * qt.rate_witness_exact(_exact(N, lam, p, 30)).distance for N in (1, 2, 3, 4)]
+    vals = [N * qb.rate_witness_exact(_exact(N, lam, p, 30)).distance for N in (1, 2, 3, 4)]
     assert np.all(np.diff(vals) > 0) and vals[-1] < lam / (p - lam), vals
 
 
 def test_simulated_witness_agrees_with_exact():
     lam, p, N = 0.7, 0.2, 3
-    ex = qt.rate_witness_exact(_exact(N, lam, p))
-    sim = qt.rate_witness_simulated(N, lam, p, half_width=0.02, seed=11, n_snapshots=4000,
+    ex = qb.rate_witness_exact(_exact(N, lam, p))
+    sim = qb.rate_witness_simulated(N, lam, p, half_width=0.02, seed=11, n_snapshots=4000,
                                     progress=False)
     assert sim.method == "simulation" and sim.details["n_events"] > 0
     for name in ("distance", "top_mass", "excess", "energy", "tail_mass", "positive_part"):
         est, hw = getattr(sim, name), getattr(sim, name + "_hw")
         assert hw > 0
         assert abs(est - getattr(ex, name)) < 3 * hw, (name, est, hw, getattr(ex, name))
-    rt = qt.RateWitness.from_dict(sim.to_dict())
+    rt = qb.RateWitness.from_dict(sim.to_dict())
     assert rt.distance == sim.distance and rt.details == sim.details
     np.testing.assert_array_equal(rt.level_excess, sim.level_excess)
 
@@ -218,13 +219,13 @@ def test_simulated_witness_agrees_with_exact():
 def test_fit_exponent():
     n = np.array([10.0, 100.0, 1000.0, 10000.0])
     y = 3.0 * n ** -0.5
-    a, hw, c = qt.fit_exponent(n, y)
+    a, hw, c = qb.fit_exponent(n, y)
     assert a == pytest.approx(0.5, abs=1e-12) and c == pytest.approx(3.0) and hw < 1e-8
     rng = np.random.default_rng(1)
     yn = y * np.exp(0.02 * rng.standard_normal(4))
-    a, hw, _ = qt.fit_exponent(n, yn, half_width=0.04 * yn)
+    a, hw, _ = qb.fit_exponent(n, yn, half_width=0.04 * yn)
     assert abs(a - 0.5) < hw and 0.005 < hw < 0.05
-    a, hw, _ = qt.fit_exponent(n[:2], y[:2])
+    a, hw, _ = qb.fit_exponent(n[:2], y[:2])
     assert math.isinf(hw)
 
 
@@ -238,16 +239,16 @@ def test_fit_exponent():
     (lambda: qt.rate_constants(0.7, 0.2).top_mass_bound([3, 0]), "n_stations"),
     (lambda: qt.rate_constants(0.7, 0.2).perron_bound(10, -1.0), "top_mass"),
     (lambda: qt.rate_constants(0.3, 0.5).perron_bound(10, 0.1), "i* = 0"),
-    (lambda: qt.rate_witness_exact("not a result"), "result"),
-    (lambda: qt.rate_witness_simulated(10, 0.7, 0.2, half_width=0.0), "half_width"),
-    (lambda: qt.rate_witness_simulated(10, 0.7, 0.2, half_width=0.1, n_snapshots=45),
+    (lambda: qb.rate_witness_exact("not a result"), "result"),
+    (lambda: qb.rate_witness_simulated(10, 0.7, 0.2, half_width=0.0), "half_width"),
+    (lambda: qb.rate_witness_simulated(10, 0.7, 0.2, half_width=0.1, n_snapshots=45),
      "n_snapshots"),
-    (lambda: qt.rate_witness_simulated(0, 0.7, 0.2, half_width=0.1), "n_stations"),
-    (lambda: qt.rate_witness_simulated(10, 0.7, 0.0, half_width=0.1), "p"),
-    (lambda: qt.fit_exponent([1, 1], [1, 2]), "distinct"),
-    (lambda: qt.fit_exponent([1, 2], [1, -2]), "positive"),
-    (lambda: qt.fit_exponent([1, 2], [1, 2], half_width=[1]), "half_width"),
-    (lambda: qt.RateWitness.from_dict({"lam": 0.5}), "missing"),
+    (lambda: qb.rate_witness_simulated(0, 0.7, 0.2, half_width=0.1), "n_stations"),
+    (lambda: qb.rate_witness_simulated(10, 0.7, 0.0, half_width=0.1), "p"),
+    (lambda: qb.fit_exponent([1, 1], [1, 2]), "distinct"),
+    (lambda: qb.fit_exponent([1, 2], [1, -2]), "positive"),
+    (lambda: qb.fit_exponent([1, 2], [1, 2], half_width=[1]), "half_width"),
+    (lambda: qb.RateWitness.from_dict({"lam": 0.5}), "missing"),
 ])
 def test_bad_input_raises(call, name):
     with pytest.raises(ValueError, match=name):

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import qtheory as qt
+from qtheory import book as qb
 from built_book import HTML, ROOT, built_pages
 from test_browser import PAGE_REPORT_JS, serve
 from test_browser import browser, server  # noqa: F401  (fixtures)
@@ -141,7 +142,7 @@ def _plot_state():
     nb = jupytext.read(ROOT / "book" / "invariant.md")
     source = next(c.source for c in nb.cells
                   if c.cell_type == "code" and "def plot_state(" in c.source)
-    namespace = {"qt": qt, "np": np, "plt": plt}
+    namespace = {"qt": qt, "qb": qb, "np": np, "plt": plt}
     exec(source, namespace)
     return namespace["plot_state"], plt
 
@@ -156,8 +157,8 @@ def test_static_invariant_figure_agrees_with_explorer(lam, p):
         dots = ax.lines[0].get_xdata()
     finally:
         plt.close(fig)
-    view = qt.invariant_view(lam, p)
-    record = qt.explorer("invariant").record(lam=lam, p=p) if lam in (0.95, 0.6) else None
+    view = qb.invariant_view(lam, p)
+    record = qb.explorer("invariant").record(lam=lam, p=p) if lam in (0.95, 0.6) else None
     levels = np.arange(1, len(view["s"]))
     # the explorer draws s[1:] at levels 1..i* (explorers.js) and lam^j at j = 1..
     # max(i* + 10, 30)

@@ -219,6 +219,10 @@ def test_wheel_and_sdist_in_a_clean_venv(tmp_path):
         meta = whl.read(f"qtheory-{VERSION}.dist-info/METADATA").decode()
     assert not [n for n in names if n.startswith(("tests/", "book/", "scripts/"))], names
     assert f"qtheory/__init__.py" in names and "qtheory/_kernels.py" in names
+    # the book's machinery and the stored results it reads (qtheory.book.stored)
+    stored = sorted(p.name for p in (ROOT / "qtheory" / "book" / "data").glob("*.json"))
+    assert "qtheory/book/__init__.py" in names and stored, names
+    assert [n for n in stored if f"qtheory/book/data/{n}" not in names] == [], names
     assert any(n.endswith("licenses/LICENSE") for n in names), names
     assert f"Version: {VERSION}" in meta
     requires = re.findall(r"^Requires-Dist: (.*)$", meta, re.M)
@@ -255,8 +259,9 @@ def test_wheel_and_sdist_in_a_clean_venv(tmp_path):
     for path in library_tests():
         shutil.copy2(path, run / "tests" / path.name)
     (run / "qtheory").symlink_to(Path(where).parent, target_is_directory=True)
-    # repository files that library tests read: the licence, stored validation data
-    for rel in ["LICENSE", "book/data/finite_n_validation.json"]:
+    # repository files that library tests read: the licence (the stored results come
+    # with the wheel, through qtheory.book.stored)
+    for rel in ["LICENSE"]:
         (run / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, run / rel)
     (run / "tests" / "conftest.py").write_text(

@@ -42,7 +42,7 @@ def test_memory_check_names_the_largest_value_that_fits(monkeypatch):
                                                 warmup=0.0), "n_replications")
     top = int(msg.split("must be at most ")[1].split(" here")[0].replace(",", ""))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qt.SimulationWarning)
+        warnings.simplefilter("ignore", qt.simulation.SimulationWarning)
         assert len(qt.replicate(min(top, 50), 10, 0.5, 0.1, t_end=1.0, warmup=0.0,
                                 seed=1)) == min(top, 50)
     fast_value_error(lambda: qt.simulate(10, 0.5, 0.1, t_end=1.0, warmup=0.0,
@@ -84,14 +84,14 @@ def test_absurdly_small_half_width_is_a_clear_value_error(h):
 
 def test_few_batches_warn_and_negative_interval_is_flagged():
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         r = qt.simulate(100, 0.5, 0.1, t_end=200.0, warmup=50.0, n_batches=2, seed=1)
     msgs = [str(w.message) for w in caught]
     assert any("only 2 batches" in m and "12.7" in m for m in msgs), msgs
     assert r.warnings == msgs
     # ten batches in all (two chains of five): no such warning
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", qt.SimulationWarning)
+        warnings.simplefilter("always", qt.simulation.SimulationWarning)
         qt.simulate(100, 0.5, 0.1, t_end=200.0, warmup=50.0, n_batches=5, n_chains=2,
                     seed=1)
     assert not any("batches in all" in str(w.message) for w in caught)
@@ -99,7 +99,7 @@ def test_few_batches_warn_and_negative_interval_is_flagged():
     found = False
     for seed in range(1, 40):
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", qt.SimulationWarning)
+            warnings.simplefilter("always", qt.simulation.SimulationWarning)
             r = qt.simulate(20, 0.5, 0.1, t_end=3.0, warmup=1.0, n_batches=2, seed=seed)
         if r.ci[0] < 0:
             assert any("reaches below 0" in str(w.message) for w in caught)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import qtheory as qt
+from qtheory.sweep import SweepError, expand_grid, point_seeds
 
 
 # Module-level functions, so that process pools and Dask workers can import them.
@@ -58,16 +59,16 @@ def returns_lam(lam):
 
 # ------------------------------------------------------------ grids
 def test_expand_grid_cartesian_order_last_fastest():
-    points, names = qt.expand_grid({"lam": [0.5, 0.9], "p": (0.0, 0.1, 0.2)})
+    points, names = expand_grid({"lam": [0.5, 0.9], "p": (0.0, 0.1, 0.2)})
     assert names == ("lam", "p")
     assert [(q["lam"], q["p"]) for q in points] == [
         (0.5, 0.0), (0.5, 0.1), (0.5, 0.2), (0.9, 0.0), (0.9, 0.1), (0.9, 0.2)]
 
 
 def test_expand_grid_list_of_dicts_and_arrays():
-    points, names = qt.expand_grid([{"lam": 0.5, "p": 0.1}, {"p": 0.2, "lam": 0.9}])
+    points, names = expand_grid([{"lam": 0.5, "p": 0.1}, {"p": 0.2, "lam": 0.9}])
     assert names == ("lam", "p") and points[1] == {"lam": 0.9, "p": 0.2}
-    points, _ = qt.expand_grid({"lam": np.array([0.5, 0.9]), "n": range(2)})
+    points, _ = expand_grid({"lam": np.array([0.5, 0.9]), "n": range(2)})
     assert points == [{"lam": 0.5, "n": 0}, {"lam": 0.5, "n": 1},
                       {"lam": 0.9, "n": 0}, {"lam": 0.9, "n": 1}]
     assert type(points[0]["lam"]) is float
@@ -177,7 +178,7 @@ def test_seeds_are_spawned_in_grid_order_and_passed():
     children = np.random.SeedSequence(2024).spawn(6)
     expected = [int(c.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
                 for c in children]
-    assert list(res.column("seed")) == expected == qt.point_seeds(2024, 6)
+    assert list(res.column("seed")) == expected == point_seeds(2024, 6)
     assert len(set(expected)) == 6
     assert res.seed_entropy == 2024
     # any row can be re-run alone from its own seed
@@ -201,7 +202,7 @@ def test_results_identical_across_executors_and_worker_counts():
 
 def test_same_seedsequence_object_twice_gives_same_seeds():
     ss = np.random.SeedSequence(11)
-    assert qt.point_seeds(ss, 4) == qt.point_seeds(ss, 4) == qt.point_seeds(11, 4)
+    assert point_seeds(ss, 4) == point_seeds(ss, 4) == point_seeds(11, 4)
 
 
 def test_seed_none_records_entropy_that_reproduces():
@@ -241,7 +242,7 @@ def test_failures_are_reported_with_parameters_never_lost():
 
 def test_raise_on_error_carries_the_full_result():
     with ThreadPoolExecutor(2) as ex:
-        with pytest.raises(qt.SweepError, match="1 of 3 points failed") as info:
+        with pytest.raises(SweepError, match="1 of 3 points failed") as info:
             qt.sweep(fails_on_negative, {"a": [2, -1, 5]}, executor=ex, progress=False,
                      raise_on_error=True)
     assert list(info.value.result.column("value")[[0, 2]]) == [4, 25]

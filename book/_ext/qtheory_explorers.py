@@ -1,8 +1,8 @@
 """Sphinx extension: the book's explorers run in the static HTML, offline.
 
-An explorer is the HTML output of a chapter cell ``qtheory.explorers.explorer(name)``:
+An explorer is the HTML output of a chapter cell ``qtheory.book.explorer(name)``:
 labelled range sliders, a readout and qtheory's data computed at build time on a grid
-(see ``qtheory/explorers.py``). This extension
+(see ``qtheory/book/explorers.py``). This extension
 
 1. fetches Plotly (``plotly.js-dist-min`` from the npm registry, pinned; ``npm pack``
    checks the tarball's integrity; cached under ``_build/.offline_assets`` like the

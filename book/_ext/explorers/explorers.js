@@ -1,7 +1,7 @@
 // The book's explorers, drawn in the reader's browser (no kernel, no network).
 // Served once per site from _static/explorers/ and added only to pages that have an
 // explorer (book/_ext/qtheory_explorers.py). The numbers come from qtheory: each
-// explorer's data is computed at build time on a grid (qtheory/explorers.py) and
+// explorer's data is computed at build time on a grid (qtheory/book/explorers.py) and
 // embedded in the page as JSON; the sliders move along that grid. Drawing: Plotly.
 (function () {
   "use strict";

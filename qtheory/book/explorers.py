@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_seed, check_size, check_times
-from .design import design_point
-from .fluid import fluid_trajectory, l1_distance
-from .invariant import heavy_traffic_scaling, mm1_mean_queue_length
-from .simulation import sample_path
+from .. import _invariant as _inv
+from .._validation import check_lam, check_p, check_seed, check_size, check_times
+from ..design import design_point
+from ..fluid import fluid_trajectory, l1_distance
+from ..invariant import heavy_traffic_scaling, mm1_mean_queue_length
+from ..simulation import sample_path
 
 __all__ = [
     "Explorer",
@@ -315,7 +315,7 @@ def fluid_limit_view(n_stations, lam, p, *, times=FLUID_LIMIT_TIMES,
     dict
         ``times``; ``path`` (shape (m, L)): :func:`qtheory.sample_path`; ``fluid``
         (shape (m, L')): :func:`qtheory.fluid_trajectory` from empty; ``distance``:
-        :math:`\max_t \|s^N(t) - s(t)\|_1` over ``times`` (:func:`qtheory.l1_distance`),
+        :math:`\max_t \|s^N(t) - s(t)\|_1` over ``times`` (:func:`qtheory.fluid.l1_distance`),
         in jobs per station.
 
     Raises
@@ -447,7 +447,7 @@ class Explorer:
 
     References
     ----------
-    Tsitsiklis and Xu (2012); see the view functions of :mod:`qtheory.explorers`.
+    Tsitsiklis and Xu (2012); see the view functions of :mod:`qtheory.book.explorers`.
     """
 
     name: str
@@ -459,7 +459,7 @@ class Explorer:
 
     def __repr__(self):
         return (f"<Explorer {self.name!r}: {len(self.records)} settings, drawn by the "
-                f"HTML book; in a notebook, call its view function (qtheory.explorers)>")
+                f"HTML book; in a notebook, call its view function (qtheory.book.explorers)>")
 
     def record(self, **settings):
         """The stored record of a setting of the keyed controls (values on the grid).

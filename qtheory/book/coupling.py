@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._numba import jit
-from ._validation import check_lam, check_n_stations, check_p, check_positive_int, \
+from .._numba import jit
+from .._validation import check_lam, check_n_stations, check_p, check_positive_int, \
     check_real, check_s0, check_seed, check_times
 
 __all__ = [

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_flag, check_lam, check_n_stations, check_p, check_positive_int, \
+from .._validation import check_flag, check_lam, check_n_stations, check_p, check_positive_int, \
     check_real, check_s0, check_size, real_array
-from .fluid import fluid_trajectory, l1_distance
-from .simulation import sample_path
+from ..fluid import fluid_trajectory, l1_distance
+from ..simulation import sample_path
 
 __all__ = ["fluid_limit_distance", "fluid_limit_study", "FluidLimitStudy",
            "martingale_tolerance"]

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _invariant as _inv
-from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
+from .. import _invariant as _inv
+from .._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
     check_seed, check_size, count_text, real_array
-from .exact import exact_state_space_size, exact_stationary
-from .simulation import sample_path, simulate
-from .statistics import batch_means, correlation_threshold
+from ..exact import exact_state_space_size, exact_stationary
+from ..simulation import sample_path, simulate
+from ..statistics import batch_means, correlation_threshold
 
 __all__ = ["ConcentrationResult", "concentration_study", "fit_power_law",
            "auto_max_queue"]

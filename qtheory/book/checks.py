@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_real, check_s0, check_size, check_times
-from .fluid import fluid_trajectory, l1_distance
-from .invariant import invariant_state
-from .statistics import batch_means
+from .. import _invariant as _inv
+from .._validation import check_lam, check_p, check_real, check_s0, check_size, check_times
+from ..fluid import fluid_trajectory, l1_distance
+from ..invariant import invariant_state
+from ..statistics import batch_means
 
 __all__ = [
     "fluid_distance_curve",
@@ -329,8 +329,8 @@ def stationary_balance(result):
     Tsitsiklis and Xu (2012), Section 3.3 and the book's steady-state chapter (the balance of
     positions at or above level i); proof in the steady-state chapter.
     """
-    from .exact import ExactResult
-    from .simulation import SimulationResult
+    from ..exact import ExactResult
+    from ..simulation import SimulationResult
 
     if isinstance(result, ExactResult):
         s = np.asarray(result.s, dtype=np.float64)
@@ -458,7 +458,7 @@ def lower_bound_check(result):
     bound as a consequence is the book's (steady-state chapter, suggested by the
     referee's report).
     """
-    from .exact import ExactResult
+    from ..exact import ExactResult
 
     if not isinstance(result, ExactResult):
         raise ValueError("result must be an ExactResult from qtheory.exact_stationary, "
