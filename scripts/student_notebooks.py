@@ -292,12 +292,24 @@ def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
     return out
 
 
+def _read_page(path: Path):
+    """A page as a notebook: a MyST notebook through jupytext, a plain MyST page (an
+    appendix of statements and proofs, no code) as one Markdown cell."""
+    from myst_nb.core.read import is_myst_markdown_notebook
+
+    text = Path(path).read_text(encoding="utf-8")
+    if is_myst_markdown_notebook(text):
+        return jupytext.read(path)
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
+
+
 def collect_all(paths):
-    """Label table of the chapters ``paths`` (in table-of-contents order), and for each
-    chapter the counts per kind of the chapters before it."""
+    """Label table of the pages ``paths`` (in table-of-contents order; plain pages too,
+    since Sphinx numbers their statements), and for each page the counts per kind of the
+    pages before it."""
     table, starts, counters = {}, {}, {}
     for path in paths:
-        nb = jupytext.read(path)
+        nb = _read_page(path)
         starts[path.stem] = dict(counters)
         found = collect_targets(path, nb, counters)
         dup = set(found) & set(table)
@@ -823,8 +835,14 @@ def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str
 
 
 def toc_chapters():
+    """The pages of ``_toc.yml`` that are MyST notebooks, in order."""
     from myst_nb.core.read import is_myst_markdown_notebook
 
+    return [p for p in toc_pages() if is_myst_markdown_notebook(p.read_text())]
+
+
+def toc_pages():
+    """Every page of ``_toc.yml`` that exists as a ``.md`` file, in order."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
 
     def files(node):
@@ -840,7 +858,7 @@ def toc_chapters():
     out = []
     for f in [toc["root"], *files(toc.get("parts", toc.get("chapters", [])))]:
         p = ROOT / (f if f.endswith(".md") else f + ".md")
-        if p.exists() and is_myst_markdown_notebook(p.read_text()):
+        if p.exists():
             out.append(p)
     return out
 
@@ -866,8 +884,9 @@ def build(out_dir: Path = DEFAULT_OUT, ref: str | None = None, chapters=None,
     url = repository_url()
     ref = ref or f"v{version}"
     all_chapters = toc_chapters()
+    all_pages = toc_pages()
     chapters = [Path(c).resolve() for c in chapters] if chapters else all_chapters
-    targets, starts = collect_all(all_chapters + [c for c in chapters if c not in all_chapters])
+    targets, starts = collect_all(all_pages + [c for c in chapters if c not in all_pages])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -294,6 +294,18 @@ def test_status_tables_agree_with_markers(rows, expected):
     assert codes({"t": table_page(rows, T_PROVED, T_OPEN)}) == expected
 
 
+def test_status_table_on_another_page_covers_the_chapter():
+    """A status table may live on an evidence page: a chapter one of whose results it
+    names must have every result named there (planted: one row left out)."""
+    chapter = page("C", T_PROVED, T_OPEN)
+    full = table_page([("t-lem", "complete proof"), ("t-thm", "sketch")])
+    short = table_page([("t-lem", "complete proof")])
+    assert codes({"c": chapter, "evidence": full}) == set()
+    found = problems({"c": chapter, "evidence": short}, "table-missing")
+    assert [(p.docname, "t-thm" in p.message) for p in found] == [("c", True)]
+    assert codes({"c": chapter}) == set()          # no table anywhere: nothing required
+
+
 def test_status_words_are_classified():
     assert pm.classify_status("complete proof") == "proved"
     assert pm.classify_status("complete, given {prf:ref}`x`") == "conditional"

@@ -692,9 +692,14 @@ def _cycles(book: Book) -> list[Problem]:
 
 def _table_problems(book: Book) -> list[Problem]:
     out = []
+    # a page is "covered" if it holds a status table, or if a table elsewhere (an
+    # evidence page) names one of its results: then every result of it must be named
     listed: dict[str, set[str]] = {}
     for row in book.tables:
         listed.setdefault(row.docname, set()).update(row.labels)
+        for label in row.labels:
+            if label in book.by_label:
+                listed.setdefault(book.by_label[label].docname, set()).add(label)
         claim = row.claim
         if not row.labels:
             continue
@@ -721,9 +726,10 @@ def _table_problems(book: Book) -> list[Problem]:
                 out.append(Problem("table-mismatch", row.docname, row.line,
                                    f"the status table says {row.status!r} ({claim}) for "
                                    f"{label}, whose marker is status-{r.status}"))
-    for doc, labels in listed.items():
+    named = set().union(*listed.values()) if listed else set()
+    for doc in listed:
         for r in book.results:
-            if r.docname == doc and r.label and r.label not in labels:
+            if r.docname == doc and r.label and r.label not in named:
                 out.append(Problem("table-missing", doc, r.line,
                                    f"{r.label} is missing from the chapter's status table"))
     return out
