@@ -43,7 +43,7 @@ from built_book import (EXECUTED, HTML, ROOT, built_pages, chapters, parse, pars
 # directives or prose only (API reference, execution table, bibliography, course,
 # notation, proof map).
 PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography", "book/course",
-               "book/notation", "book/proof-map"}
+               "book/notation", "book/proof-map", "book/internals", "book/lemmas-finite-n"}
 
 
 # ======================================================================================
