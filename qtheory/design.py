@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _invariant as _inv
-from ._validation import check_lam, check_p, check_real, real_array
+from ._validation import check_lam, check_n_stations, check_p, check_real, real_array
+from .rate import rate_constants
 
 __all__ = [
     "DesignPoint",
@@ -32,6 +33,8 @@ __all__ = [
     "mean_sojourn_time",
     "littles_law_sojourn_time",
     "capacity_without_pooling",
+    "guaranteed_mean_queue_bound",
+    "guaranteed_min_centralization",
 ]
 
 _EPS = 2.220446049250313e-16
@@ -369,3 +372,164 @@ def design_point(lam, target_mean_queue):
         mm1_mean_queue_length=lam / (1.0 - lam),
         capacity_without_pooling=_capacity_without_pooling(lam, target),
     )
+
+
+def _guaranteed_bound(n, lam, p):
+    """The proved upper bound on E[v^N_1] at one p (no validation; 0 < p <= 1)."""
+    mm1 = lam / (1.0 - lam)
+    if lam == 0.0:
+        return 0.0
+    rc = rate_constants(lam, p)
+    gap = min(float(rc.distance_bound(n)), float(rc.excess_bound(n)))
+    return min(mm1, _inv.mean_queue_length(lam, p) + gap)
+
+
+def guaranteed_mean_queue_bound(n_stations, lam, p):
+    r"""A proved upper bound on the stationary mean queue per station of N stations.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    p : float
+        Centralization fraction, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    float
+        :math:`U_N(\lambda, p) = \min\bigl(\lambda/(1-\lambda),\;
+        v^I_1(\lambda, p) + \min(b_1, b_2)\bigr)`, with :math:`b_1` the bound
+        :math:`C_1 N^{-1/2} + C_2 N^{-1}` on :math:`E\|s^N - s^I\|_1`
+        (:meth:`RateConstants.distance_bound`) and :math:`b_2` the bound on the excess
+        :math:`E[v^N_1] - v^I_1` (:meth:`RateConstants.excess_bound`).  For ``p = 0``
+        it is :math:`\lambda/(1-\lambda)`, the exact mean (N independent M/M/1
+        queues).  Always :math:`E[v^N_1] \le U_N` under the stationary law.
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` is not an integer >= 1, ``lam`` is outside ``[0, 1)`` or
+        ``p`` outside ``[0, 1]``.
+
+    Notes
+    -----
+    Every ingredient is proved in the book: :math:`E[v^N_1] \le \lambda/(1-\lambda)`
+    for every N and p (proposition ``finite-n-prop-bounds``), and
+    :math:`E[v^N_1] - v^I_1 \le E\|s^N - s^I\|_1` together with the rate theorem
+    ``rate-thm-rate`` and corollary ``rate-cor-top`` (the chapter ``book/rate.md``).
+    The bound is not monotone in ``p`` in general: its constants change with the
+    top level :math:`i^*` of :math:`s^I`.
+
+    References
+    ----------
+    The book's chapters ``book/rate.md`` and ``book/design.md`` (proposition
+    ``design-prop-guaranteed``); Tsitsiklis and Xu (2012) for :math:`v^I_1`.
+
+    Examples
+    --------
+    >>> round(guaranteed_mean_queue_bound(10_000, 0.9, 0.4), 3)
+    1.635
+    """
+    n = check_n_stations(n_stations)
+    lam = check_lam(lam)
+    p = check_p(p)
+    if p == 0.0:
+        return lam / (1.0 - lam)
+    return _guaranteed_bound(n, lam, p)
+
+
+def guaranteed_min_centralization(n_stations, lam, target_mean_queue, *, grid=1000,
+                                  ptol=1e-6):
+    r"""Smallest p whose proved upper bound on the N-station mean meets a target.
+
+    A design with a guarantee: at the returned ``p`` the stationary mean queue per
+    station of the N-station system is at most ``target_mean_queue``, by
+    :func:`guaranteed_mean_queue_bound` (proved bounds only, no simulation, no
+    heuristic).
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N >= 1.
+    lam : float
+        Arrival rate per station, ``0 <= lam < 1``.
+    target_mean_queue : float
+        Largest acceptable mean number of jobs per station, ``> 0`` (``inf`` allowed).
+    grid : int, optional
+        Number of grid points on :math:`[p_{\min}(\infty), 1]` searched for the first
+        feasible p, in ``[10, 10**6]`` (default 1000).
+    ptol : float, optional
+        Width, in ``[1e-12, 1e-2]``, to which the first feasible grid cell is refined by
+        bisection (default 1e-6).
+
+    Returns
+    -------
+    float
+        ``0.0`` when the target is at least :math:`\lambda/(1-\lambda)` (every p meets
+        it; a relative slack of ``8 * eps`` absorbs rounding, as in
+        :func:`min_centralization`); otherwise a p in :math:`[p_{\min}(\infty), 1]` with
+        ``guaranteed_mean_queue_bound(n_stations, lam, p) <= target_mean_queue``, the
+        first such point of the grid refined by bisection; ``inf`` if no grid point
+        meets the target (for instance N = 1, where the mean is
+        :math:`\lambda/(1-\lambda)` for every p).
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` is not an integer >= 1, ``lam`` is outside ``[0, 1)``,
+        ``target_mean_queue`` is not a positive number, or ``grid`` or ``ptol`` is out
+        of range.
+
+    Notes
+    -----
+    The returned p is always guaranteed: the bound is evaluated at p itself, so no
+    monotonicity of :math:`E[v^N_1]` in p is needed (none is proved).  Minimality is up
+    to the grid: the bound is not monotone in p (its constants change with
+    :math:`i^*`), so a feasible p between two infeasible grid points below the answer
+    cannot be excluded.  No p below the fluid answer :func:`min_centralization` can meet
+    the target in any finite system (:math:`E[v^N_1] \ge v^I_1`), so the search starts
+    there; as N grows the answer tends to it.  Each evaluation costs one
+    :func:`qtheory.rate_constants` (about a millisecond).
+
+    References
+    ----------
+    The book's chapter ``book/design.md`` (proposition ``design-prop-guaranteed``);
+    ``book/rate.md`` (theorem ``rate-thm-rate``).
+
+    Examples
+    --------
+    >>> p = guaranteed_min_centralization(1000, 0.9, 2.0)
+    >>> round(p, 3), guaranteed_mean_queue_bound(1000, 0.9, p) <= 2.0
+    (0.346, True)
+    """
+    n = check_n_stations(n_stations)
+    lam = check_lam(lam)
+    target = _check_target(target_mean_queue, "target_mean_queue")
+    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) \
+            or not 10 <= grid <= 10**6:
+        raise ValueError(f"grid must be an integer in [10, 1e6], got {grid!r}")
+    ptol = check_real(ptol, "ptol", low=1e-12, high=1e-2)
+    if target >= lam / (1.0 - lam) * (1.0 - 8 * _EPS):
+        return 0.0
+    lo = _inv.min_centralization(lam, target, 1e-12)
+    ps = np.linspace(lo, 1.0, int(grid))
+    ps[0] = max(ps[0], _EPS)
+
+    def ok(q):
+        return _guaranteed_bound(n, lam, float(q)) <= target
+
+    first = next((k for k, q in enumerate(ps) if ok(q)), None)
+    if first is None:
+        return math.inf
+    if first == 0:
+        return float(ps[0])
+    a, b = float(ps[first - 1]), float(ps[first])     # ok(a) is False, ok(b) is True
+    while b - a > ptol:
+        mid = 0.5 * (a + b)
+        if ok(mid):
+            b = mid
+        else:
+            a = mid
+    return b

@@ -43,9 +43,9 @@ from built_book import (EXECUTED, HTML, ROOT, built_pages, chapters, parse, pars
 # directives or prose only (API reference, execution table, bibliography, course,
 # notation, proof map, the analytic tools and the technical proofs of Part III).
 PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography", "book/course",
-               "book/notation", "book/proof-map", "book/tools",
+               "book/notation", "book/proof-map", "book/tools", "book/internals",
                "book/lemmas-fluid-solutions", "book/lemmas-fluid-limit",
-               "book/lemmas-stability"}
+               "book/lemmas-stability", "book/lemmas-finite-n"}
 
 
 # ======================================================================================

@@ -308,3 +308,63 @@ def test_unpooled_fraction_exponent_tends_to_one_over_target_plus_one(target):
     assert expo[2] == pytest.approx(1 / (target + 1), abs=2e-3)
     # and not the 1/L that the fixed-p heavy-traffic formula would suggest
     assert abs(expo[2] - 1 / target) > 0.5 * (1 / target - 1 / (target + 1))
+
+
+# ------------------------------------------ the guaranteed design (proved rate bound)
+from qtheory.design import (guaranteed_mean_queue_bound,  # noqa: E402
+                            guaranteed_min_centralization)
+
+
+@pytest.mark.parametrize("n, lam, p, K", [(2, 0.7, 0.3, 60), (3, 0.9, 0.4, 45),
+                                          (3, 0.5, 0.1, 30), (2, 0.9, 0.2, 90)])
+def test_guaranteed_bound_holds_on_exact_systems(n, lam, p, K):
+    r = qt.exact_stationary(n, lam, p, max_queue=K)
+    assert r.boundary_mass < 1e-6
+    u = guaranteed_mean_queue_bound(n, lam, p)
+    assert qt.mean_queue_length(lam, p) <= r.mean_queue_length <= u <= lam / (1 - lam)
+
+
+def test_guaranteed_bound_edges():
+    # p = 0: N independent M/M/1 queues, the mean exactly; p = 1: one pooled M/M/1 queue
+    # of rate N, whose mean per station lam/((1 - lam) N) the rate constants give exactly
+    assert guaranteed_mean_queue_bound(50, 0.8, 0.0) == pytest.approx(4.0)
+    assert guaranteed_mean_queue_bound(50, 0.8, 1.0) == pytest.approx(4.0 / 50)
+    assert guaranteed_mean_queue_bound(7, 0.0, 0.5) == 0.0
+    # the rate bound shrinks with N: the bound tends to the fluid mean
+    u = [guaranteed_mean_queue_bound(n, 0.9, 0.4) for n in (10, 10**3, 10**5, 10**7)]
+    assert all(a > b for a, b in zip(u, u[1:]))
+    assert u[-1] - qt.mean_queue_length(0.9, 0.4) < 1e-3
+
+
+@pytest.mark.parametrize("n, lam, target", [(100, 0.9, 2.0), (1000, 0.9, 2.0),
+                                            (100, 0.5, 0.02), (50, 0.7, 0.5),
+                                            (10**4, 0.99, 2.0)])
+def test_guaranteed_design_is_feasible_and_above_the_fluid_design(n, lam, target):
+    p = guaranteed_min_centralization(n, lam, target)
+    assert qt.min_centralization(lam, target) <= p <= 1.0
+    assert guaranteed_mean_queue_bound(n, lam, p) <= target
+    # minimal up to the grid: a ten times finer grid finds nothing much smaller
+    fine = np.linspace(qt.min_centralization(lam, target), 1.0, 10_001)
+    first = next(q for q in fine if guaranteed_mean_queue_bound(n, lam, q) <= target)
+    assert p <= first + 1e-3
+
+
+def test_guaranteed_design_tends_to_the_fluid_design():
+    fluid = qt.min_centralization(0.9, 2.0)
+    ps = [guaranteed_min_centralization(n, 0.9, 2.0) for n in (10, 100, 10**4, 10**6)]
+    assert all(a > b for a, b in zip(ps, ps[1:]))
+    assert ps[-1] - fluid < 1e-3
+
+
+def test_guaranteed_design_special_cases_and_bad_input():
+    assert guaranteed_min_centralization(5, 0.8, 4.0) == 0.0       # the M/M/1 mean
+    assert guaranteed_min_centralization(5, 0.8, math.inf) == 0.0
+    assert guaranteed_min_centralization(1, 0.8, 3.9) == math.inf  # N = 1: M/M/1 for all p
+    for bad in [dict(n_stations=0), dict(n_stations=2.5), dict(lam=1.0), dict(lam=-0.1),
+                dict(target_mean_queue=0.0), dict(target_mean_queue=float("nan")),
+                dict(grid=5), dict(grid=True), dict(ptol=0.5)]:
+        kw = dict(n_stations=100, lam=0.9, target_mean_queue=2.0) | bad
+        with pytest.raises(ValueError):
+            guaranteed_min_centralization(**kw)
+    with pytest.raises(ValueError):
+        guaranteed_mean_queue_bound(100, 0.9, 1.5)
