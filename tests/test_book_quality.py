@@ -41,9 +41,9 @@ from built_book import (EXECUTED, HTML, ROOT, built_pages, chapters, parse, pars
 
 # Pages of the book that are not notebooks: the landing page and the appendices made of
 # directives or prose only (API reference, execution table, bibliography, course,
-# notation, proof map).
+# notation, proof map, the overview of "Inside qtheory").
 PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography", "book/course",
-               "book/notation", "book/proof-map"}
+               "book/notation", "book/proof-map", "book/internals"}
 
 
 # ======================================================================================
