@@ -37,7 +37,7 @@ from test_browser import browser, server  # noqa: F401  (fixtures)
 #: The page of each explorer.
 PAGES = {"small-system": "book/model.html", "fluid": "book/fluid.html",
          "invariant": "book/invariant.html", "heavy-traffic": "book/intro.html",
-         "fluid-limit": "book/markov.html", "design": "book/design.html"}
+         "fluid-limit": "book/model.html", "design": "book/design.html"}
 RTOL = 1e-9
 N_RANDOM = 20
 MAX_PAGE_BYTES = 3_000_000

@@ -36,7 +36,7 @@ from test_browser import browser, server  # noqa: F401  (fixtures)
 WIDTHS = {1280: True, 768: False}
 EXPLORER_PAGES = {"small-system": "book/model.html", "fluid": "book/fluid.html",
                   "invariant": "book/invariant.html", "heavy-traffic": "book/intro.html",
-                  "fluid-limit": "book/markov.html", "design": "book/design.html"}
+                  "fluid-limit": "book/model.html", "design": "book/design.html"}
 #: exponent or subscript notation written as plain text
 RAW_SCRIPT = re.compile(r"[\w)\u03bb]\^|_\{|\b[a-zA-Z]+_[a-z(]")
 
