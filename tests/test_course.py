@@ -40,10 +40,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import student_notebooks as sn  # noqa: E402
 
 CHAPTERS = sn.toc_chapters()
-# Pages behind the main text (the evidence part and the "Inside qtheory" appendix) are
-# notebooks too, but they hold checks and internals, not exercises.
-NO_EXERCISES = ("evidence", "internals")
-EXERCISE_CHAPTERS = [p for p in CHAPTERS if not p.stem.startswith(NO_EXERCISES)]
 REQUIRE = os.environ.get("QTHEORY_REQUIRE_COURSE") == "1"
 ROLE_OR_DIRECTIVE = re.compile(r"\{[a-zA-Z][\w:+-]*\}`|^\s*(```+|:::+)\s*\{|^:[\w-]+:|"
                                r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$|^\([\w-]+\)=", re.M)
