@@ -44,7 +44,7 @@ from ._validation import (check_flag, check_lam, check_n_stations, check_p,
                           check_positive_int, check_real, check_seed, real_array)
 from .invariant import invariant_state, invariant_tail_sums
 
-__all__ = ["RateConstants", "rate_constants"]
+__all__ = ["RateConstants", "RateLowerBound", "rate_constants", "rate_lower_bound"]
 
 # Relative tolerance for the critical case lam * s^I_{i*} = p (as qtheory.relaxation_rate).
 _CRIT_TOL = 64 * np.finfo(float).eps
@@ -506,3 +506,135 @@ def rate_constants(lam, p):
         energy_c=energy_c, top_mass_c=lam * rT1 / delta if delta > 0 else inf,
         top_sq_c=top_sq_c, tail_c=tail_c, longest_c=longest_c, excess_c=excess_c,
         relaxation_rate=rr, **perron_fields())
+
+
+@dataclass(frozen=True)
+class RateLowerBound:
+    r"""Constants of the proved lower bounds (the book's theorem ``rate-thm-lower``).
+
+    All bounds hold for every number of stations :math:`N \ge 1` under the stationary
+    law of the N-station system.  They come from the *top identity*
+
+    .. math::
+
+        E\bigl[W\,(p - \lambda s_{i^*} + (1-p)s_{i^*+1})\bigr] = \frac{\lambda}{N}E[s_{i^*}],
+
+    :math:`W = \sum_{j > i^*} s_j` the mass above the fluid top (jobs per station).
+
+    Attributes
+    ----------
+    lam, p : float
+        The inputs.
+    top_level : int
+        :math:`i^*` (0 when :math:`\lambda \le p`).
+    delta : float
+        :math:`\delta = p - \lambda s^I_{i^*}` (0 at a critical top, as in
+        :class:`RateConstants`).
+    critical : bool
+        True when :math:`\delta = 0` to rounding.
+    top_mass_c : float
+        :math:`\lambda s^I_{i^*}` (with :math:`s^I_0 = 1`): :math:`E W^N \ge` this over N,
+        hence also :math:`E\|s^N - s^I\|_1 \ge` this over N (every case).
+    rms_c : float
+        At a critical top, :math:`\lambda s^I_{i^*}/(1 - p + \lambda)`:
+        :math:`E\|s^N - s^I\|_1^2 \ge` this over N.  NaN when the top is not critical.
+    top_mass_limit : float
+        :math:`\rho/(1-\rho) = \lambda s^I_{i^*}/\delta`, :math:`\rho = \lambda s^I_{i^*}/p`,
+        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`N W^N` is bounded
+        in some :math:`L^q`, :math:`q > 1` (``inf`` at a critical top).
+    """
+
+    lam: float
+    p: float
+    top_level: int
+    delta: float
+    critical: bool
+    top_mass_c: float
+    rms_c: float
+    top_mass_limit: float
+
+    def top_mass_lower(self, n_stations):
+        r"""Lower bound on :math:`E W^N` and on :math:`E\|s^N - s^I\|_1` (jobs per station).
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            ``top_mass_c / N``, same shape as ``n_stations``.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self.top_mass_c / n, scalar)
+
+    def rms_lower(self, n_stations):
+        r"""At a critical top: lower bound on :math:`(E\|s^N - s^I\|_1^2)^{1/2}`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            ``sqrt(rms_c / N)`` (NaN when the top level is not critical).
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(np.sqrt(self.rms_c / n), scalar)
+
+
+def rate_lower_bound(lam, p):
+    r"""Constants of the proved lower bounds on the distance to :math:`s^I`.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p <= 1``.
+
+    Returns
+    -------
+    RateLowerBound
+        ``top_mass_c`` (:math:`N E W^N \ge \lambda s^I_{i^*}`), ``rms_c`` (at a critical
+        top: :math:`N E\|s^N - s^I\|_1^2 \ge \lambda s^I_{i^*}/(1-p+\lambda)`) and
+        ``top_mass_limit`` (:math:`\rho/(1-\rho)`).
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``(0, 1)`` or ``p`` outside ``(0, 1]``.
+
+    References
+    ----------
+    The book's appendix ``book/lemmas-rate.md`` (theorem ``rate-thm-lower``, the top
+    identity; proof by the generator of :math:`W^2`).
+
+    Examples
+    --------
+    >>> lb = rate_lower_bound(0.9, 0.1)          # critical top: lam s^I_8 = p
+    >>> lb.critical, round(lb.top_mass_c, 12), round(lb.rms_c, 6)
+    (True, 0.1, 0.055556)
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if lam == 0.0:
+        raise ValueError("lam must satisfy 0 < lam < 1 (for lam = 0 the system is empty "
+                         "and there is nothing to bound from below), got 0.0")
+    if p == 0.0:
+        raise ValueError("p must satisfy 0 < p <= 1 (the bound uses the central server), "
+                         "got 0.0")
+    sI = invariant_state(lam, p)
+    K = sI.size - 1
+    top = float(sI[K]) if K else 1.0
+    delta = p - lam * top
+    critical = bool(abs(delta) <= _CRIT_TOL * max(p, lam * top))
+    delta = 0.0 if critical else max(delta, 0.0)
+    c = lam * top
+    return RateLowerBound(lam=lam, p=p, top_level=K, delta=delta, critical=critical,
+                          top_mass_c=c,
+                          rms_c=c / (1.0 - p + lam) if critical else math.nan,
+                          top_mass_limit=c / delta if delta > 0 else math.inf)
