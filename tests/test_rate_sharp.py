@@ -169,3 +169,93 @@ def test_closed_forms():
 def test_bad_input_raises(lam, p, name):
     with pytest.raises(ValueError, match=name):
         rate_lower_bound(lam, p)
+
+
+# ---- the covariance limit (proposition rate-prop-covariance) ----
+
+COV_POINTS = [(0.7, 0.2), (0.95, 0.3), (0.5, 0.2), (0.9, 0.2), (0.8, 0.3)]
+
+
+@pytest.mark.parametrize("lam,p", COV_POINTS)
+def test_covariance_limit_is_the_linear_noise_covariance(lam, p):
+    cl = qt.rate.covariance_limit(lam, p)
+    np.testing.assert_allclose(cl.sigma, qt.fluctuation_covariance(lam, p), atol=1e-12)
+    B = cl.B
+    np.testing.assert_allclose(B @ cl.sigma_u + cl.sigma_u @ B.T + cl.D, 0, atol=1e-12)
+    assert cl.kappa > 0 and cl.error_bound(10, 0.0, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("lam,p", [(0.7, 0.2), (0.95, 0.3)])
+@pytest.mark.parametrize("N", [1, 2, 3])
+def test_generator_of_products_in_every_state(lam, p, N):
+    """L(u_i u_j) = u_i D_j + u_j D_i + (1/N) sum_{k >= max(i,j)} a_k in every state."""
+    sI = qt.invariant_state(lam, p)
+    K = sI.size - 1
+    vI = np.concatenate([np.cumsum(sI[::-1])[::-1], [0.0]])
+
+    def u(q, i):
+        return float(np.clip(np.asarray(q) - (i - 1), 0, None).mean()) - vI[i]
+
+    for Q in itertools.product(range(K + 3), repeat=N):
+        s = _s(Q, K + 2)
+        M = max(Q)
+        for i in range(1, K + 1):
+            for j in range(i, K + 1):
+                Dv = {k: lam * s[k - 1] - (1 - p) * s[k] - p * (M >= k) for k in (i, j)}
+                m = max(i, j)
+                second = (lam * s[m - 1] + (1 - p) * s[m] + p * (M >= m)) / N
+                formula = u(Q, i) * Dv[j] + u(Q, j) * Dv[i] + second
+                got = _generator(lambda q: u(q, i) * u(q, j), Q, lam, p)
+                assert abs(got - formula) < 1e-12
+
+
+def _cov_terms(res):
+    lam, p, N = res.lam, res.p, res.n_stations
+    sI = qt.invariant_state(lam, p)
+    K = sI.size - 1
+    vI = np.cumsum(sI[::-1])[::-1]
+    Q = res.states.astype(np.int64)
+    pi = res.probabilities
+    u = np.stack([np.clip(Q - (i - 1), 0, None).mean(axis=1) - vI[i]
+                  for i in range(1, K + 1)], axis=1)
+    W = np.clip(Q - K, 0, None).mean(axis=1)
+    M = Q.max(axis=1)
+    s = np.stack([(Q >= i).mean(axis=1) for i in range(K + 1)], axis=1)
+    x = s[:, 1:] - sI[1:]
+    Su = N * (u.T * pi) @ u
+    Sx = N * (x.T * pi) @ x
+    idx = np.maximum.outer(np.arange(1, K + 1), np.arange(1, K + 1)) - 1
+    DN = 2 * lam * (pi @ s)[idx]
+    g = np.stack([p * (M < j) + (1 - p) * W * (j == K) for j in range(1, K + 1)], axis=1)
+    G = N * (u.T * pi) @ g                        # G_ij = N E[u_i g_j]
+    RN = G + G.T
+    sK = (Q >= res.max_queue).mean(axis=1)
+    m = N * (pi @ (M < K))
+    w = N * (pi @ W ** 2)
+    tol = 2 * N * lam * (pi @ ((np.abs(u).sum(axis=1) + 1) * sK)) + 1e-8
+    return dict(Su=Su, Sx=Sx, DN=DN, RN=RN, m=m, w=w, tol=tol, K=K)
+
+
+@pytest.mark.parametrize("N,lam,p,Kmax", [(1, 0.7, 0.2, 80), (2, 0.7, 0.2, 60),
+                                          (3, 0.7, 0.2, 30), (2, 0.95, 0.3, 60),
+                                          (3, 0.5, 0.2, 30)])
+def test_lyapunov_identity_exact(N, lam, p, Kmax):
+    t = _cov_terms(_exact(N, lam, p, Kmax))
+    cl = qt.rate.covariance_limit(lam, p)
+    B = cl.B
+    resid = B @ t["Su"] + t["Su"] @ B.T + t["DN"] + t["RN"]
+    assert np.abs(resid).max() <= t["tol"], (resid, t["tol"])
+    # the remainder bound and the error bound hold with m, w taken from the exact law
+    assert np.all(np.abs(t["RN"]) <= cl.remainder_bound(t["m"], t["w"]) + 1e-9)
+    err = np.linalg.norm(t["Sx"] - cl.sigma)
+    assert err <= cl.error_bound(N, t["m"], t["w"]) + 1e-9
+
+
+def test_covariance_limit_bad_input():
+    with pytest.raises(ValueError, match="p"):
+        qt.rate.covariance_limit(0.9, 0.1)       # critical top
+    with pytest.raises(ValueError, match="p"):
+        qt.rate.covariance_limit(0.3, 0.5)       # no populated level
+    cl = qt.rate.covariance_limit(0.7, 0.2)
+    with pytest.raises(ValueError, match="top_sq"):
+        cl.error_bound(10, 0.1, -1.0)
