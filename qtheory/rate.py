@@ -26,6 +26,15 @@ with explicit constants (:func:`rate_constants`), the mass above the top of orde
 :math:`N^{-1/2}` when it is, and the excess of the mean queue likewise (all upper
 bounds).
 
+Lower bounds (:func:`rate_lower_bound`; the appendix ``book/lemmas-rate.md``, theorem
+``rate-thm-lower``) come from the top identity
+:math:`E[W(p - \lambda s_{i^*} + (1-p)s_{i^*+1})] = \lambda E[s_{i^*}]/N`:
+:math:`E W^N \ge \lambda s^I_{i^*}/N` always, and at a critical top
+:math:`E\|s^N - s^I\|_1^2 \ge p/((1-p+\lambda)N)`.  Below a non-critical top the
+generator applied to :math:`u_iu_j` gives, for every N, the Lyapunov equation of the
+linear-noise covariance with an explicit remainder (:func:`covariance_limit`,
+proposition ``rate-prop-covariance``).
+
 The module also computes the constants of a first, weaker route (Perron weights and a
 smoothed :math:`\ell_1` norm; constants of order :math:`1/\mu`, :math:`\mu` the fluid
 relaxation rate).  The witnesses the chapter compares the bound with (exact and
