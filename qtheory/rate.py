@@ -26,6 +26,15 @@ with explicit constants (:func:`rate_constants`), the mass above the top of orde
 :math:`N^{-1/2}` when it is, and the excess of the mean queue likewise (all upper
 bounds).
 
+Lower bounds (:func:`rate_lower_bound`; the appendix ``book/lemmas-rate.md``, theorem
+``rate-thm-lower``) come from the top identity
+:math:`E[W(p - \lambda s_{i^*} + (1-p)s_{i^*+1})] = \lambda E[s_{i^*}]/N`:
+:math:`E W^N \ge \lambda s^I_{i^*}/N` always, and at a critical top
+:math:`E\|s^N - s^I\|_1^2 \ge p/((1-p+\lambda)N)`.  Below a non-critical top the
+generator applied to :math:`u_iu_j` gives, for every N, the Lyapunov equation of the
+linear-noise covariance with an explicit remainder (:func:`covariance_limit`,
+proposition ``rate-prop-covariance``).
+
 The module also computes the constants of a first, weaker route (Perron weights and a
 smoothed :math:`\ell_1` norm; constants of order :math:`1/\mu`, :math:`\mu` the fluid
 relaxation rate).  The witnesses the chapter compares the bound with (exact and
@@ -44,7 +53,8 @@ from ._validation import (check_flag, check_lam, check_n_stations, check_p,
                           check_positive_int, check_real, check_seed, real_array)
 from .invariant import invariant_state, invariant_tail_sums
 
-__all__ = ["RateConstants", "rate_constants"]
+__all__ = ["CovarianceLimit", "RateConstants", "RateLowerBound", "covariance_limit",
+           "rate_constants", "rate_lower_bound"]
 
 # Relative tolerance for the critical case lam * s^I_{i*} = p (as qtheory.relaxation_rate).
 _CRIT_TOL = 64 * np.finfo(float).eps
@@ -506,3 +516,304 @@ def rate_constants(lam, p):
         energy_c=energy_c, top_mass_c=lam * rT1 / delta if delta > 0 else inf,
         top_sq_c=top_sq_c, tail_c=tail_c, longest_c=longest_c, excess_c=excess_c,
         relaxation_rate=rr, **perron_fields())
+
+
+@dataclass(frozen=True)
+class RateLowerBound:
+    r"""Constants of the proved lower bounds (the book's theorem ``rate-thm-lower``).
+
+    All bounds hold for every number of stations :math:`N \ge 1` under the stationary
+    law of the N-station system.  They come from the *top identity*
+
+    .. math::
+
+        E\bigl[W\,(p - \lambda s_{i^*} + (1-p)s_{i^*+1})\bigr] = \frac{\lambda}{N}E[s_{i^*}],
+
+    :math:`W = \sum_{j > i^*} s_j` the mass above the fluid top (jobs per station).
+
+    Attributes
+    ----------
+    lam, p : float
+        The inputs.
+    top_level : int
+        :math:`i^*` (0 when :math:`\lambda \le p`).
+    delta : float
+        :math:`\delta = p - \lambda s^I_{i^*}` (0 at a critical top, as in
+        :class:`RateConstants`).
+    critical : bool
+        True when :math:`\delta = 0` to rounding.
+    top_mass_c : float
+        :math:`\lambda s^I_{i^*}` (with :math:`s^I_0 = 1`): :math:`E W^N \ge` this over N,
+        hence also :math:`E\|s^N - s^I\|_1 \ge` this over N (every case).
+    rms_c : float
+        At a critical top, :math:`\lambda s^I_{i^*}/(1 - p + \lambda)`:
+        :math:`E\|s^N - s^I\|_1^2 \ge` this over N.  NaN when the top is not critical.
+    top_mass_limit : float
+        :math:`\rho/(1-\rho) = \lambda s^I_{i^*}/\delta`, :math:`\rho = \lambda s^I_{i^*}/p`,
+        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`N W^N` is bounded
+        in some :math:`L^q`, :math:`q > 1` (``inf`` at a critical top).
+    """
+
+    lam: float
+    p: float
+    top_level: int
+    delta: float
+    critical: bool
+    top_mass_c: float
+    rms_c: float
+    top_mass_limit: float
+
+    def top_mass_lower(self, n_stations):
+        r"""Lower bound on :math:`E W^N` and on :math:`E\|s^N - s^I\|_1` (jobs per station).
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            ``top_mass_c / N``, same shape as ``n_stations``.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self.top_mass_c / n, scalar)
+
+    def rms_lower(self, n_stations):
+        r"""At a critical top: lower bound on :math:`(E\|s^N - s^I\|_1^2)^{1/2}`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            ``sqrt(rms_c / N)`` (NaN when the top level is not critical).
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(np.sqrt(self.rms_c / n), scalar)
+
+
+def rate_lower_bound(lam, p):
+    r"""Constants of the proved lower bounds on the distance to :math:`s^I`.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p <= 1``.
+
+    Returns
+    -------
+    RateLowerBound
+        ``top_mass_c`` (:math:`N E W^N \ge \lambda s^I_{i^*}`), ``rms_c`` (at a critical
+        top: :math:`N E\|s^N - s^I\|_1^2 \ge \lambda s^I_{i^*}/(1-p+\lambda)`) and
+        ``top_mass_limit`` (:math:`\rho/(1-\rho)`).
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``(0, 1)`` or ``p`` outside ``(0, 1]``.
+
+    References
+    ----------
+    The book's appendix ``book/lemmas-rate.md`` (theorem ``rate-thm-lower``, the top
+    identity; proof by the generator of :math:`W^2`).
+
+    Examples
+    --------
+    >>> lb = rate_lower_bound(0.9, 0.1)          # critical top: lam s^I_8 = p
+    >>> lb.critical, round(lb.top_mass_c, 12), round(lb.rms_c, 6)
+    (True, 0.1, 0.055556)
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if lam == 0.0:
+        raise ValueError("lam must satisfy 0 < lam < 1 (for lam = 0 the system is empty "
+                         "and there is nothing to bound from below), got 0.0")
+    if p == 0.0:
+        raise ValueError("p must satisfy 0 < p <= 1 (the bound uses the central server), "
+                         "got 0.0")
+    sI = invariant_state(lam, p)
+    K = sI.size - 1
+    top = float(sI[K]) if K else 1.0
+    delta = p - lam * top
+    critical = bool(abs(delta) <= _CRIT_TOL * max(p, lam * top))
+    delta = 0.0 if critical else max(delta, 0.0)
+    c = lam * top
+    return RateLowerBound(lam=lam, p=p, top_level=K, delta=delta, critical=critical,
+                          top_mass_c=c,
+                          rms_c=c / (1.0 - p + lam) if critical else math.nan,
+                          top_mass_limit=c / delta if delta > 0 else math.inf)
+
+
+@dataclass(frozen=True)
+class CovarianceLimit:
+    r"""The stationary Lyapunov equation of the book's ``rate-prop-covariance``.
+
+    For :math:`\delta > 0` and every N (exact),
+    :math:`B\Sigma^N_u + \Sigma^N_u B^\top + D^N + R^N = 0` with
+    :math:`\Sigma^N_u = N E[u u^\top]` on levels :math:`1..i^*` (tail-sum deviations),
+    :math:`D^N_{ij} = 2\lambda E[s_{\max(i,j)-1}]` and a remainder :math:`R^N` made of
+    :math:`N E[u_i W]` and :math:`N E[u_i \mathbf 1\{M < j\}]`.
+
+    Attributes
+    ----------
+    lam, p : float
+        The inputs.
+    top_level : int
+        :math:`i^*`.
+    B : ndarray, shape (i*, i*)
+        The drift matrix of the tail-sum deviations (as :class:`RateConstants`).
+    D : ndarray, shape (i*, i*)
+        :math:`D_{ij} = 2\lambda s^I_{\max(i,j)-1}`.
+    sigma_u : ndarray, shape (i*, i*)
+        :math:`\Sigma_u`, the solution of :math:`B\Sigma_u + \Sigma_u B^\top + D = 0`.
+    sigma : ndarray, shape (i*, i*)
+        :math:`T^{-1}\Sigma_u T^{-\top}` in s-coordinates (:math:`u = Tx`); equal to
+        ``qtheory.fluctuation_covariance(lam, p)``.
+    kappa : float
+        :math:`\|\mathcal L_B^{-1}\|` for :math:`\mathcal L_B X = BX + XB^\top` in the
+        Frobenius norm, :math:`1/\sigma_{\min}(I \otimes B + B \otimes I)`.
+    energy_e : float
+        :math:`e = \lambda \max_{k \le i^*} r^k\, T_{i^*+1}/(1-p)`, a bound on
+        :math:`N\sum_{k \le i^*} E[x_k^2]` for every N (theorem ``rate-thm-energy``).
+    """
+
+    lam: float
+    p: float
+    top_level: int
+    B: np.ndarray = field(repr=False)
+    D: np.ndarray = field(repr=False)
+    sigma_u: np.ndarray = field(repr=False)
+    sigma: np.ndarray = field(repr=False)
+    kappa: float
+    energy_e: float
+
+    def remainder_bound(self, below_top, top_sq):
+        r"""Entrywise bound on :math:`|R^N_{ij}|`, given the two quantities it needs.
+
+        Parameters
+        ----------
+        below_top : float
+            :math:`m = N P(M^N < i^*)` (``>= 0``).
+        top_sq : float
+            :math:`w = N E[(W^N)^2]` (``>= 0``).
+
+        Returns
+        -------
+        ndarray, shape (i*, i*)
+            :math:`2p(v^I_1 + i^*)m + (1-p)(\mathbf 1\{i = i^*\} + \mathbf 1\{j = i^*\})
+            \sqrt{(2i^*e + 2w)w}`.
+        """
+        m = _nonneg(below_top, "below_top")
+        w = _nonneg(top_sq, "top_sq")
+        K = self.top_level
+        v1 = float(invariant_tail_sums(self.lam, self.p)[1])
+        tip = np.zeros(K)
+        tip[-1] = 1.0
+        cross = math.sqrt((2 * K * self.energy_e + 2 * w) * w)
+        return (2 * self.p * (v1 + K) * m
+                + (1 - self.p) * np.add.outer(tip, tip) * cross)
+
+    def error_bound(self, n_stations, below_top, top_sq):
+        r"""Bound on :math:`\|N E[x x^\top] - \Sigma\|_F` at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+        below_top : float
+            :math:`m = N P(M^N < i^*)`.
+        top_sq : float
+            :math:`w = N E[(W^N)^2]`.
+
+        Returns
+        -------
+        float
+            :math:`4\kappa(\|D^N - D\|_F + \|R\|_F) + 4\sqrt{i^*}\sqrt{(2i^*e + 2w)w} + w`,
+            with :math:`|D^N_{ij} - D_{ij}| \le \frac{2\lambda p\, m}{(1-p)N}
+            \sum_{l \le k} r^{k-l}`, :math:`k = \max(i,j) - 1`.  It tends to 0 when
+            :math:`m \to 0` and :math:`w \to 0` (conditions (C1), (C2) of the book).
+        """
+        N = float(check_n_stations(n_stations))
+        m = _nonneg(below_top, "below_top")
+        w = _nonneg(top_sq, "top_sq")
+        K = self.top_level
+        r = self.lam / (1.0 - self.p)
+        geo = np.array([float(_powers(r, 0, k - 1).sum()) if k else 0.0
+                        for k in range(K)])               # sum_{l<=k} r^{k-l}, k = 0..K-1
+        idx = np.maximum.outer(np.arange(1, K + 1), np.arange(1, K + 1)) - 1
+        dD = 2 * self.lam * self.p * m / ((1 - self.p) * N) * geo[idx]
+        R = self.remainder_bound(m, w)
+        cross = math.sqrt((2 * K * self.energy_e + 2 * w) * w)
+        return float(4 * self.kappa * (np.linalg.norm(dD) + np.linalg.norm(R))
+                     + 4 * math.sqrt(K) * cross + w)
+
+
+def covariance_limit(lam, p):
+    r"""The covariance limit of the stationary fluctuations below a non-critical top.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p < lam`` with a non-critical top level
+        (:math:`\delta = p - \lambda s^I_{i^*} > 0`).
+
+    Returns
+    -------
+    CovarianceLimit
+        :math:`B`, :math:`D`, :math:`\Sigma_u`, :math:`\Sigma` (s-coordinates),
+        :math:`\kappa` and :math:`e`; :meth:`CovarianceLimit.error_bound` evaluates the
+        bound on :math:`\|N E[xx^\top] - \Sigma\|_F`.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``(0, 1)``, ``p`` outside ``(0, lam)``, or the top level is
+        critical (``delta = 0``) or above 60 levels (dense Kronecker solve).
+
+    References
+    ----------
+    The book's appendix ``book/lemmas-rate.md`` (proposition ``rate-prop-covariance``).
+
+    Examples
+    --------
+    >>> import qtheory as qt
+    >>> cl = covariance_limit(0.7, 0.2)
+    >>> bool(np.allclose(cl.sigma, qt.fluctuation_covariance(0.7, 0.2)))
+    True
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if not 0.0 < p < lam:
+        raise ValueError(f"p must satisfy 0 < p < lam (a populated top level), got p={p}, "
+                         f"lam={lam}")
+    rc = rate_constants(lam, p)
+    K = rc.top_level
+    if rc.critical or rc.delta <= 0.0:
+        raise ValueError(f"p: the top level is critical at lam={lam}, p={p} (delta = 0); "
+                         f"the covariance limit needs delta > 0")
+    if K > 60:
+        raise ValueError(f"lam: the top level {K} exceeds 60 (dense Kronecker solve)")
+    B = rc.B
+    sI = rc.invariant_state
+    i = np.arange(1, K + 1)
+    D = 2 * lam * sI[np.maximum.outer(i, i) - 1]
+    I = np.eye(K)
+    Lop = np.kron(I, B) + np.kron(B, I)        # vec(BX + XB^T) for row-major vec
+    sig_u = np.linalg.solve(Lop, -D.ravel()).reshape(K, K)
+    sig_u = 0.5 * (sig_u + sig_u.T)
+    Ti = np.eye(K) - np.eye(K, k=1)             # x = T^{-1} u (u_{i*+1} = W dropped)
+    sigma = Ti @ sig_u @ Ti.T
+    kappa = 1.0 / float(np.linalg.svd(Lop, compute_uv=False).min())
+    Kr = max(r ** k for k in (1, K)) if (r := lam / (1 - p)) else 0.0
+    T1 = float(_powers(r, -(K + 1), -1).sum())
+    return CovarianceLimit(lam=lam, p=p, top_level=K, B=B, D=D, sigma_u=sig_u,
+                           sigma=sigma, kappa=kappa,
+                           energy_e=lam * Kr * T1 / (1.0 - p))

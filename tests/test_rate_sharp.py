@@ -1,0 +1,261 @@
+"""The proved lower bounds (qtheory.rate.rate_lower_bound; theorem rate-thm-lower).
+
+Values fixed by theory: the generator of W^2 (W the mass above the fluid top) and of
+v_i^2 (levels i <= i*) in every state of small systems, computed from the transitions of
+the queue vector, equals the formula of the proof; under the exact stationary law of the
+truncated chain the top identity holds to solver accuracy once the blocked arrivals are
+accounted for, and within the truncation tolerance without them; the lower bounds hold on
+exact laws for N = 1..4; the constants have their closed forms at the critical point
+(0.9, 0.1) and in light traffic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import qtheory as qt
+from qtheory.rate import rate_lower_bound
+
+POINTS = [(0.7, 0.2), (0.9, 0.1), (0.95, 0.3), (0.5, 0.2), (0.3, 0.5), (0.5, 0.5)]
+
+
+def _s(Q, L):
+    """s_0..s_L of a queue vector Q."""
+    Q = np.asarray(Q)
+    return np.array([(Q >= i).mean() for i in range(L + 1)])
+
+
+def _generator(f, Q, lam, p):
+    """(L f)(Q) from the transitions of the queue vector (ties: any longest queue)."""
+    N, Q = len(Q), list(Q)
+    f0, out = f(Q), 0.0
+    for n in range(N):
+        up = Q.copy()
+        up[n] += 1
+        out += lam * (f(up) - f0)
+        if Q[n] > 0:
+            dn = Q.copy()
+            dn[n] -= 1
+            out += (1 - p) * (f(dn) - f0)
+    if max(Q) > 0:
+        dn = Q.copy()
+        dn[int(np.argmax(Q))] -= 1
+        out += p * N * (f(dn) - f0)
+    return out
+
+
+def _W(Q, K):
+    return float(np.clip(np.asarray(Q) - K, 0, None).mean())
+
+
+@pytest.mark.parametrize("lam,p", POINTS)
+@pytest.mark.parametrize("N", [1, 2, 3])
+def test_generator_of_W2_in_every_state(lam, p, N):
+    K = qt.invariant_state(lam, p).size - 1
+    for Q in itertools.product(range(K + 4), repeat=N):
+        s = _s(Q, K + 2)
+        W = _W(Q, K)
+        ind = float(max(Q) >= K + 1)
+        formula = (-2 * W * (p - lam * s[K] + (1 - p) * s[K + 1])
+                   + (lam * s[K] + (1 - p) * s[K + 1] + p * ind) / N)
+        got = _generator(lambda q: _W(q, K) ** 2, Q, lam, p)
+        assert abs(got - formula) < 1e-12, (Q, got, formula)
+        # W > 0 exactly when M >= i* + 1 (used in the proof: W 1{M >= i*+1} = W)
+        assert (W > 0) == bool(ind)
+
+
+@pytest.mark.parametrize("lam,p", [(0.7, 0.2), (0.9, 0.1), (0.95, 0.3)])
+@pytest.mark.parametrize("N", [1, 2, 3])
+def test_generator_of_vi2_below_the_top(lam, p, N):
+    """The level identities of the remark: v_i 1{M < i} = 0 for every state."""
+    K = qt.invariant_state(lam, p).size - 1
+    for Q in itertools.product(range(K + 3), repeat=N):
+        s = _s(Q, K + 2)
+        for i in range(1, K + 1):
+            v = float(np.clip(np.asarray(Q) - (i - 1), 0, None).mean())
+            ind = float(max(Q) >= i)
+            formula = (2 * v * (lam * s[i - 1] - (1 - p) * s[i] - p * ind)
+                       + (lam * s[i - 1] + (1 - p) * s[i] + p * ind) / N)
+            got = _generator(
+                lambda q, i=i: float(np.clip(np.asarray(q) - (i - 1), 0, None).mean()) ** 2,
+                Q, lam, p)
+            assert abs(got - formula) < 1e-12
+            assert v * (1 - ind) == 0.0
+
+
+def _exact(N, lam, p, K):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return qt.exact_stationary(N, lam, p, max_queue=K)
+
+
+EXACT = [(1, 0.7, 0.2, 80), (2, 0.7, 0.2, 60), (3, 0.7, 0.2, 30), (1, 0.9, 0.1, 200),
+         (2, 0.9, 0.1, 120), (3, 0.9, 0.1, 45), (2, 0.3, 0.5, 40), (3, 0.95, 0.3, 40)]
+
+
+def _moments(res):
+    lam, p, N = res.lam, res.p, res.n_stations
+    sI = qt.invariant_state(lam, p)
+    K = sI.size - 1
+    Q = res.states.astype(np.int64)
+    pi = res.probabilities
+    Kmax = res.max_queue
+    s = np.stack([(Q >= i).mean(axis=1) for i in range(max(K + 2, Kmax) + 1)], axis=1)
+    W = np.clip(Q - K, 0, None).mean(axis=1)
+    D = np.abs(s[:, 1:K + 1] - sI[1:]).sum(axis=1) + W
+    return dict(lam=lam, p=p, N=N, K=K, Kmax=Kmax, pi=pi, s=s, W=W, D=D, sI=sI,
+                M=Q.max(axis=1))
+
+
+@pytest.mark.parametrize("N,lam,p,Kmax", EXACT)
+def test_top_identity_exact(N, lam, p, Kmax):
+    m = _moments(_exact(N, lam, p, Kmax))
+    pi, s, W, K = m["pi"], m["s"], m["W"], m["K"]
+    lhs = pi @ (W * (p - lam * s[:, K] + (1 - p) * s[:, K + 1]))
+    rhs = lam * (pi @ s[:, K]) / N
+    # the truncated chain blocks arrivals at stations holding Kmax jobs; with them the
+    # stationary mean of L(W^2) is lam E[s_Kmax (2W + 1/N)] exactly
+    sK = s[:, Kmax]
+    second = pi @ (lam * s[:, K] + (1 - p) * s[:, K + 1] + p * (W > 0)) / N
+    blocked = lam * (pi @ (sK * (2 * W + 1 / N)))
+    assert abs(-2 * lhs + second - blocked) < 1e-9
+    # without the correction, to the truncation tolerance
+    tol = lam * (pi @ (sK * (2 * W + 2 / N))) + 1e-9
+    assert abs(lhs - rhs) <= tol, (lhs, rhs, tol)
+
+
+@pytest.mark.parametrize("N,lam,p,Kmax", EXACT + [(4, 0.7, 0.2, 22), (4, 0.9, 0.1, 25)])
+def test_lower_bounds_hold_exact(N, lam, p, Kmax):
+    m = _moments(_exact(N, lam, p, Kmax))
+    lb = rate_lower_bound(lam, p)
+    pi, W, D = m["pi"], m["W"], m["D"]
+    EW, ED, ED2 = pi @ W, pi @ D, pi @ D ** 2
+    assert EW >= lb.top_mass_lower(N) * (1 - 1e-6)
+    assert ED >= EW - 1e-12
+    if lb.critical:
+        assert ED2 >= lb.rms_lower(N) ** 2 * (1 - 1e-6)
+    rc = qt.rate_constants(lam, p)
+    if rc.delta > 0:
+        assert EW <= rc.top_mass_bound(N) + 1e-9
+
+
+def test_closed_forms():
+    lb = rate_lower_bound(0.9, 0.1)              # lam s^I_8 = p = 0.1
+    assert lb.critical and lb.top_level == 8
+    assert lb.top_mass_c == pytest.approx(0.1, rel=1e-12)
+    assert lb.rms_c == pytest.approx(0.1 / 1.8, rel=1e-12)
+    assert math.isinf(lb.top_mass_limit)
+    assert lb.rms_lower(100) == pytest.approx(math.sqrt(0.1 / 180), rel=1e-12)
+    lt = rate_lower_bound(0.3, 0.5)              # i* = 0, s^I_0 = 1, delta = 0.2
+    assert lt.top_level == 0 and lt.top_mass_c == 0.3
+    assert lt.top_mass_limit == pytest.approx(1.5) and math.isnan(lt.rms_c)
+    # light traffic: N E v_1 -> lam/(p - lam) = rho/(1 - rho) with rho = lam/p
+    assert lt.top_mass_limit == pytest.approx(0.3 / (0.5 - 0.3))
+    nc = rate_lower_bound(0.7, 0.2)
+    sI = qt.invariant_state(0.7, 0.2)
+    rho = 0.7 * sI[-1] / 0.2
+    assert nc.top_mass_limit == pytest.approx(rho / (1 - rho), rel=1e-12)
+    np.testing.assert_allclose(nc.top_mass_lower(np.array([1, 10])),
+                               [nc.top_mass_c, nc.top_mass_c / 10])
+
+
+@pytest.mark.parametrize("lam,p,name", [(0.0, 0.2, "lam"), (1.0, 0.2, "lam"),
+                                        (0.5, 0.0, "p"), (0.5, 1.5, "p")])
+def test_bad_input_raises(lam, p, name):
+    with pytest.raises(ValueError, match=name):
+        rate_lower_bound(lam, p)
+
+
+# ---- the covariance limit (proposition rate-prop-covariance) ----
+
+COV_POINTS = [(0.7, 0.2), (0.95, 0.3), (0.5, 0.2), (0.9, 0.2), (0.8, 0.3)]
+
+
+@pytest.mark.parametrize("lam,p", COV_POINTS)
+def test_covariance_limit_is_the_linear_noise_covariance(lam, p):
+    cl = qt.rate.covariance_limit(lam, p)
+    np.testing.assert_allclose(cl.sigma, qt.fluctuation_covariance(lam, p), atol=1e-12)
+    B = cl.B
+    np.testing.assert_allclose(B @ cl.sigma_u + cl.sigma_u @ B.T + cl.D, 0, atol=1e-12)
+    assert cl.kappa > 0 and cl.error_bound(10, 0.0, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("lam,p", [(0.7, 0.2), (0.95, 0.3)])
+@pytest.mark.parametrize("N", [1, 2, 3])
+def test_generator_of_products_in_every_state(lam, p, N):
+    """L(u_i u_j) = u_i D_j + u_j D_i + (1/N) sum_{k >= max(i,j)} a_k in every state."""
+    sI = qt.invariant_state(lam, p)
+    K = sI.size - 1
+    vI = np.concatenate([np.cumsum(sI[::-1])[::-1], [0.0]])
+
+    def u(q, i):
+        return float(np.clip(np.asarray(q) - (i - 1), 0, None).mean()) - vI[i]
+
+    for Q in itertools.product(range(K + 3), repeat=N):
+        s = _s(Q, K + 2)
+        M = max(Q)
+        for i in range(1, K + 1):
+            for j in range(i, K + 1):
+                Dv = {k: lam * s[k - 1] - (1 - p) * s[k] - p * (M >= k) for k in (i, j)}
+                m = max(i, j)
+                second = (lam * s[m - 1] + (1 - p) * s[m] + p * (M >= m)) / N
+                formula = u(Q, i) * Dv[j] + u(Q, j) * Dv[i] + second
+                got = _generator(lambda q: u(q, i) * u(q, j), Q, lam, p)
+                assert abs(got - formula) < 1e-12
+
+
+def _cov_terms(res):
+    lam, p, N = res.lam, res.p, res.n_stations
+    sI = qt.invariant_state(lam, p)
+    K = sI.size - 1
+    vI = np.cumsum(sI[::-1])[::-1]
+    Q = res.states.astype(np.int64)
+    pi = res.probabilities
+    u = np.stack([np.clip(Q - (i - 1), 0, None).mean(axis=1) - vI[i]
+                  for i in range(1, K + 1)], axis=1)
+    W = np.clip(Q - K, 0, None).mean(axis=1)
+    M = Q.max(axis=1)
+    s = np.stack([(Q >= i).mean(axis=1) for i in range(K + 1)], axis=1)
+    x = s[:, 1:] - sI[1:]
+    Su = N * (u.T * pi) @ u
+    Sx = N * (x.T * pi) @ x
+    idx = np.maximum.outer(np.arange(1, K + 1), np.arange(1, K + 1)) - 1
+    DN = 2 * lam * (pi @ s)[idx]
+    g = np.stack([p * (M < j) + (1 - p) * W * (j == K) for j in range(1, K + 1)], axis=1)
+    G = N * (u.T * pi) @ g                        # G_ij = N E[u_i g_j]
+    RN = G + G.T
+    sK = (Q >= res.max_queue).mean(axis=1)
+    m = N * (pi @ (M < K))
+    w = N * (pi @ W ** 2)
+    tol = 2 * N * lam * (pi @ ((np.abs(u).sum(axis=1) + 1) * sK)) + 1e-8
+    return dict(Su=Su, Sx=Sx, DN=DN, RN=RN, m=m, w=w, tol=tol, K=K)
+
+
+@pytest.mark.parametrize("N,lam,p,Kmax", [(1, 0.7, 0.2, 80), (2, 0.7, 0.2, 60),
+                                          (3, 0.7, 0.2, 30), (2, 0.95, 0.3, 60),
+                                          (3, 0.5, 0.2, 30)])
+def test_lyapunov_identity_exact(N, lam, p, Kmax):
+    t = _cov_terms(_exact(N, lam, p, Kmax))
+    cl = qt.rate.covariance_limit(lam, p)
+    B = cl.B
+    resid = B @ t["Su"] + t["Su"] @ B.T + t["DN"] + t["RN"]
+    assert np.abs(resid).max() <= t["tol"], (resid, t["tol"])
+    # the remainder bound and the error bound hold with m, w taken from the exact law
+    assert np.all(np.abs(t["RN"]) <= cl.remainder_bound(t["m"], t["w"]) + 1e-9)
+    err = np.linalg.norm(t["Sx"] - cl.sigma)
+    assert err <= cl.error_bound(N, t["m"], t["w"]) + 1e-9
+
+
+def test_covariance_limit_bad_input():
+    with pytest.raises(ValueError, match="p"):
+        qt.rate.covariance_limit(0.9, 0.1)       # critical top
+    with pytest.raises(ValueError, match="p"):
+        qt.rate.covariance_limit(0.3, 0.5)       # no populated level
+    cl = qt.rate.covariance_limit(0.7, 0.2)
+    with pytest.raises(ValueError, match="top_sq"):
+        cl.error_bound(10, 0.1, -1.0)
