@@ -266,7 +266,9 @@ def capacity_without_pooling(lam, target_mean_queue):
 def _capacity_without_pooling(lam, target):
     if math.isinf(target):
         return lam
-    return lam * (1.0 + 1.0 / target)
+    # lam + lam/target, not lam*(1 + 1/target): 1/target overflows for a subnormal
+    # target, and 0*inf would be nan where the answer is 0 (lam = 0)
+    return lam + lam / target
 
 
 def _check_positive_lam(lam):

@@ -688,6 +688,8 @@ def _mean_bounds(n, lam, p):
     mm1 = lam / (1.0 - lam)
     if p == 0.0 or n == 1 or lam == 0.0:
         return mm1, mm1
+    # an N beyond the float range (10**400) counts as infinite: both N-terms vanish
+    n = float(n) if n < 2**1023 else math.inf
     lower = lam / (n * (1.0 - lam))
     if lam > p:
         try:
