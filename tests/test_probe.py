@@ -130,3 +130,21 @@ def test_invariant_state_memory_peak_near_its_size():
     nbytes, peak = int(out[0]), int(out[1])
     assert nbytes > 100e6
     assert peak < 1.5 * nbytes  # was about six times
+
+
+def test_unclear_inputs_refused():
+    from qtheory.book.concentration import concentration_study
+    from qtheory.design import min_centralization_for_delay
+
+    for xtol in (-1.0, "a"):
+        with pytest.raises(ValueError, match="xtol"):
+            min_centralization_for_delay(0.9, 100.0, xtol=xtol)
+    with pytest.raises(ValueError, match="boundary_target"):
+        concentration_study(0.9, 0.1, [2], boundary_target=0.0)
+    with pytest.raises(ValueError, match="lam"):
+        q.finite_n_min_centralization(10, 0.0, 1.0)
+
+
+def test_fluctuation_covariance_names_the_level_limit():
+    with pytest.raises(ValueError, match="6534 levels.*tiny p"):
+        q.fluctuation_covariance(0.9, 1e-300)
