@@ -148,3 +148,20 @@ def test_unclear_inputs_refused():
 def test_fluctuation_covariance_names_the_level_limit():
     with pytest.raises(ValueError, match="6534 levels.*tiny p"):
         q.fluctuation_covariance(0.9, 1e-300)
+
+
+def _echo(lam, p):
+    return {"lam": float(lam), "mean_queue_length": q.mean_queue_length(float(lam), p)}
+
+
+def test_sweep_fraction_grid_and_keeping_a_grid_name():
+    from fractions import Fraction
+
+    res = q.sweep(_echo, {"lam": [Fraction(9, 10)], "p": [0.1]}, progress=False,
+                  raise_on_error=True)
+    res2 = q.sweep(_echo, {"lam": [0.9], "p": [0.1]}, progress=False,
+                   keep=["lam", "mean_queue_length"], raise_on_error=True)
+    for r in (res, res2):
+        assert r.ok and not r.failures
+        assert list(r.columns)[:3] == ["lam", "p", "mean_queue_length"]
+        assert r.column("mean_queue_length")[0] == pytest.approx(4.0)
