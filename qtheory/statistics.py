@@ -75,6 +75,14 @@ class BatchMeansSummary:
     lag1: float
 
 
+def _pow2_scale(x):
+    """A power of 2 near max |x| (1.0 for an all-zero array): dividing by it is exact."""
+    top = float(np.max(np.abs(x)))
+    if top == 0.0:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top/scale in [1, 2)
+
+
 def lag1_autocorrelation(x):
     r"""Lag-1 sample autocorrelation :math:`\hat\rho_1` of a sequence.
 
@@ -97,9 +105,8 @@ def lag1_autocorrelation(x):
         raise ValueError(f"x must be one-dimensional, got shape {x.shape}")
     if x.size < 3:
         return math.nan
-    scale = float(np.max(np.abs(x)))
-    if math.isfinite(scale) and scale > 0.0:
-        x = x / scale  # the correlation is scale-free; no overflow near the float range
+    if np.all(np.isfinite(x)):
+        x = x / _pow2_scale(x)  # the correlation is scale-free; no overflow near 1e308
     d = x - x.mean()
     den = float(np.dot(d, d))
     if den == 0.0:
@@ -186,11 +193,10 @@ def batch_means(batch_values, *, level=0.95, skew_adjusted=False):
         raise ValueError("batch_values must be finite")
     level = check_real(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     b = x.size
-    # the batch means divided by their largest magnitude, so that neither the mean nor
-    # the squares overflow for values near the float range (no RuntimeWarning leaks)
-    scale = float(np.max(np.abs(x)))
-    if scale == 0.0:
-        scale = 1.0
+    # the batch means divided by a power of 2 near their largest magnitude (exact: the
+    # results are those of the unscaled values, bit for bit), so that neither the mean
+    # nor the squares overflow for values near the float range (no RuntimeWarning leaks)
+    scale = _pow2_scale(x)
     xs = x / scale
     m = float(xs.mean()) * scale
     sd = float(xs.std(ddof=1)) * scale
