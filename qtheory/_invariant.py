@@ -32,7 +32,14 @@ def _delta(lam, p):
     # it as lam - (1 - p) would carry the rounding of 1 - p (up to 5.6e-17), which for
     # tiny p near lam = 1 is a large relative error in r - 1 and moved the top level
     # (top_level(1 - 1e-12, 1e-12) was 1000022122208 instead of 1000011061022).
-    return math.fsum((lam, p, -1.0)) / (1.0 - p)
+    # Where lam - (1 - p) is not small (|.| >= 2**-20) that rounding is below 6e-11
+    # relative and the plain form is kept, so that ordinary results are unchanged bit
+    # for bit (stored results such as the design chapter's p_star reproduce exactly).
+    b = 1.0 - p
+    num = lam - b
+    if abs(num) >= 2.0**-20:
+        return num / b
+    return math.fsum((lam, p, -1.0)) / b
 
 
 def _geometric(k, delta):
