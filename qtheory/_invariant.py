@@ -22,12 +22,24 @@ EPS = np.finfo(np.float64).eps
 MP_LEVELS = 200_000
 # Slack, in units of the rounding error bound, below which s_i counts as zero.
 ZERO_SLACK = 16.0
+# Levels computed at a time by invariant_state (bounds its temporaries to a few MB).
+_CHUNK = 1 << 18
 
 
 def _delta(lam, p):
     """r - 1 = (lam + p - 1) / (1 - p), as accurately as double precision allows."""
-    # lam - (1 - p) is exact when lam and 1 - p are within a factor 2 (Sterbenz).
-    return (lam - (1.0 - p)) / (1.0 - p)
+    # The numerator lam + p - 1 is summed exactly and rounded once (math.fsum); forming
+    # it as lam - (1 - p) would carry the rounding of 1 - p (up to 5.6e-17), which for
+    # tiny p near lam = 1 is a large relative error in r - 1 and moved the top level
+    # (top_level(1 - 1e-12, 1e-12) was 1000022122208 instead of 1000011061022).
+    # Where lam - (1 - p) is not small (|.| >= 2**-20) that rounding is below 6e-11
+    # relative and the plain form is kept, so that ordinary results are unchanged bit
+    # for bit (stored results such as the design chapter's p_star reproduce exactly).
+    b = 1.0 - p
+    num = lam - b
+    if abs(num) >= 2.0**-20:
+        return num / b
+    return math.fsum((lam, p, -1.0)) / b
 
 
 def _geometric(k, delta):
@@ -150,8 +162,11 @@ def invariant_state(lam, p, max_levels=10_000_000):
         )
     s = np.empty(k + 1)
     s[0] = 1.0
-    if k:
-        s[1:], _ = _levels(lam, p, np.arange(1, k + 1))
+    # in chunks: _levels makes several temporaries the size of its argument, which for
+    # the whole state at once peaked at about six times the array returned
+    for start in range(1, k + 1, _CHUNK):
+        stop = min(start + _CHUNK, k + 1)
+        s[start:stop], _ = _levels(lam, p, np.arange(start, stop))
     return s
 
 
@@ -173,7 +188,7 @@ def _mean_closed_form_mp(lam, p, k):
 def mean_queue_length(lam, p):
     """:func:`qtheory.mean_queue_length` for validated ``lam`` and ``p``."""
     if p == 0.0:
-        return lam / (1.0 - lam)
+        return lam / (1.0 - lam) + 0.0  # + 0.0: no -0.0 at lam = -0.0
     k = top_level(lam, p)
     if k == 0:
         return 0.0

@@ -218,9 +218,9 @@ def min_centralization_for_delay(lam, target_sojourn_time, *, xtol=1e-12):
     """
     lam = _check_positive_lam(lam)
     w = _check_target(target_sojourn_time, "target_sojourn_time")
+    xtol = check_real(xtol, "xtol", low=0.0, high=1e-3, low_open=True)  # before any return
     if w >= (1.0 / (1.0 - lam)) * (1.0 - 8 * _EPS):
         return 0.0
-    xtol = check_real(xtol, "xtol", low=0.0, high=1e-3, low_open=True)
     return _inv.min_centralization(lam, lam * w, xtol)
 
 
@@ -266,7 +266,9 @@ def capacity_without_pooling(lam, target_mean_queue):
 def _capacity_without_pooling(lam, target):
     if math.isinf(target):
         return lam
-    return lam * (1.0 + 1.0 / target)
+    # lam + lam/target, not lam*(1 + 1/target): 1/target overflows for a subnormal
+    # target, and 0*inf would be nan where the answer is 0 (lam = 0)
+    return lam + lam / target
 
 
 def _check_positive_lam(lam):

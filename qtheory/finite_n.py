@@ -87,7 +87,9 @@ def fluctuation_covariance(lam, p, *, levels=None):
     ValueError
         If ``lam``, ``p`` or ``levels`` is out of range (``p = 1`` has no station
         fluctuations to speak of and is rejected), or if ``lam`` is so close to 1 that
-        the Lyapunov solve cannot be made accurate in double precision (see Notes).
+        the Lyapunov solve cannot be made accurate in double precision (see Notes), or
+        if the invariant state has more than 800 levels (the dense solver's limit: lam
+        near 1 or a tiny p, e.g. 6534 levels at lam = 0.9, p = 1e-300).
 
     Notes
     -----
@@ -165,8 +167,10 @@ def _fluctuation_covariance(lam, p, levels):
         raise ValueError(f"levels must be an integer in [1, {top}] (the top level i* of "
                          f"the invariant state) for lam = {lam}, p = {p}, got {L}")
     if top > _MAX_DENSE:
-        raise ValueError(f"the invariant state has {top} levels, more than the "
-                         f"{_MAX_DENSE} of the dense Lyapunov solver (lam too close to 1)")
+        raise ValueError(f"the invariant state at lam={lam!r}, p={p!r} has {top} levels, "
+                         f"more than the {_MAX_DENSE} of the dense Lyapunov solver (the top "
+                         f"level grows like log(p/(1 - lam))/log(lam/(1 - p)): large for lam "
+                         f"near 1 or a tiny p)")
     return _ln.lyapunov(lam, p, s)[:L, :L]
 
 
@@ -688,6 +692,8 @@ def _mean_bounds(n, lam, p):
     mm1 = lam / (1.0 - lam)
     if p == 0.0 or n == 1 or lam == 0.0:
         return mm1, mm1
+    # an N beyond the float range (10**400) counts as infinite: both N-terms vanish
+    n = float(n) if n < 2**1023 else math.inf
     lower = lam / (n * (1.0 - lam))
     if lam > p:
         try:
@@ -1000,6 +1006,9 @@ def finite_n_min_centralization(n_stations, lam, target_mean_queue, *, conservat
     """
     n = check_n_stations(n_stations)
     lam = check_lam(lam)
+    if lam == 0.0:
+        raise ValueError("lam must satisfy 0 < lam < 1 here, got 0.0 (with no arrivals "
+                         "every p meets every target: there is nothing to design)")
     target = check_real(target_mean_queue, "target_mean_queue", low=0.0, low_open=True)
     ptol = check_real(ptol, "ptol", low=1e-9, high=0.01)
     conservative = check_flag(conservative, "conservative")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ._validation import check_positive_int, check_real
+from ._validation import check_positive_int, check_real, real_array
 
 __all__ = [
     "BatchMeansSummary",
@@ -75,6 +75,14 @@ class BatchMeansSummary:
     lag1: float
 
 
+def _pow2_scale(x):
+    """A power of 2 near max |x| (1.0 for an all-zero array): dividing by it is exact."""
+    top = float(np.max(np.abs(x)))
+    if top == 0.0:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top/scale in [1, 2)
+
+
 def lag1_autocorrelation(x):
     r"""Lag-1 sample autocorrelation :math:`\hat\rho_1` of a sequence.
 
@@ -97,6 +105,8 @@ def lag1_autocorrelation(x):
         raise ValueError(f"x must be one-dimensional, got shape {x.shape}")
     if x.size < 3:
         return math.nan
+    if np.all(np.isfinite(x)):
+        x = x / _pow2_scale(x)  # the correlation is scale-free; no overflow near 1e308
     d = x - x.mean()
     den = float(np.dot(d, d))
     if den == 0.0:
@@ -122,8 +132,14 @@ def correlation_threshold(n_batches, *, base=0.1):
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        If ``n_batches`` is not an integer >= 2 or ``base`` is not a real number.
     """
-    b = float(n_batches)
+    b = float(check_positive_int(n_batches, "n_batches", minimum=2))
+    base = check_real(base, "base")
     return max(base, -1.0 / b + 1.6448536269514722 / math.sqrt(b))
 
 
@@ -165,7 +181,7 @@ def batch_means(batch_values, *, level=0.95, skew_adjusted=False):
     Asmussen and Glynn (2007), Ch. IV.5, eq. (5.2); Willink (2005), Communications in
     Statistics: Theory and Methods 34(4), 753-766 (the skewness-adjusted interval).
     """
-    x = np.asarray(batch_values, dtype=np.float64)
+    x = real_array(batch_values, "batch_values")
     if x.ndim != 1 or x.size < 2:
         raise ValueError("batch_values must be a 1-D array with at least 2 batches")
     if not isinstance(skew_adjusted, (bool, np.bool_)):
@@ -175,16 +191,22 @@ def batch_means(batch_values, *, level=0.95, skew_adjusted=False):
                          "skewness-adjusted interval (skew_adjusted=True)")
     if not np.all(np.isfinite(x)):
         raise ValueError("batch_values must be finite")
-    if not (0.0 < level < 1.0):
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    level = check_real(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     b = x.size
-    m = float(x.mean())
-    sd = float(x.std(ddof=1))
+    # the batch means divided by a power of 2 near their largest magnitude (exact: the
+    # results are those of the unscaled values, bit for bit), so that neither the mean
+    # nor the squares overflow for values near the float range (no RuntimeWarning leaks)
+    scale = _pow2_scale(x)
+    xs = x / scale
+    m = float(xs.mean()) * scale
+    sd = float(xs.std(ddof=1)) * scale
     tq = float(stats.t.ppf(0.5 + level / 2.0, b - 1))
     se = sd / math.sqrt(b)
     if skew_adjusted and sd > 0.0:
-        mu3 = b * float(np.sum((x - m) ** 3)) / ((b - 1) * (b - 2))
-        a = mu3 / (6.0 * math.sqrt(b) * sd ** 3)
+        # a is scale-free: computed from the scaled values
+        ms, sds = float(xs.mean()), float(xs.std(ddof=1))
+        mu3 = b * float(np.sum((xs - ms) ** 3)) / ((b - 1) * (b - 2))
+        a = mu3 / (6.0 * math.sqrt(b) * sds ** 3)
         lo, hi = m - _willink_g(tq, a) * se, m - _willink_g(-tq, a) * se
         return BatchMeansSummary(m, (lo, hi), (hi - lo) / 2.0, level, b,
                                  lag1_autocorrelation(x))
@@ -345,10 +367,16 @@ def mm1_relaxation_time(rho):
     -------
     float
 
+    Raises
+    ------
+    ValueError
+        If ``rho`` is not a real number in ``[0, 1)``.
+
     References
     ----------
     Asmussen (2003), *Applied Probability and Queues*, III.9; Whitt (1989).
     """
+    rho = check_real(rho, "rho", low=0.0, high=1.0, high_open=True)
     return 1.0 / (1.0 - math.sqrt(rho)) ** 2
 
 
@@ -368,8 +396,14 @@ def mm1_asymptotic_variance(rho):
     -------
     float
 
+    Raises
+    ------
+    ValueError
+        If ``rho`` is not a real number in ``[0, 1)``.
+
     References
     ----------
     Whitt (1989), "Planning queueing simulations", Management Science 35(11), Table 1.
     """
+    rho = check_real(rho, "rho", low=0.0, high=1.0, high_open=True)
     return 2.0 * rho * (1.0 + rho) / (1.0 - rho) ** 4

@@ -410,6 +410,13 @@ def _point_seeds(root, n_points):
 
 # --------------------------------------------------------------------------- running
 def _same(a, b):
+    if isinstance(a, numbers.Real) and isinstance(b, numbers.Real) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        try:  # a result's float echo of a grid value given as a Fraction or an int
+            if float(a) == float(b):
+                return True
+        except (OverflowError, ValueError):
+            pass
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - arrays and odd types are simply "not equal"
@@ -440,11 +447,12 @@ def _normalize_output(out, inputs, keep):
                              "rename it")
         clean[key] = value
     if keep is not None:
-        missing = [k for k in keep if k not in clean]
+        # a name of the grid (or seed) is a column of the result already: keep it
+        missing = [k for k in keep if k not in clean and k not in inputs]
         if missing:
             raise ValueError(f"outputs {missing} requested in keep= are not among the "
                              f"outputs {sorted(clean)}")
-        clean = {k: clean[k] for k in keep}
+        clean = {k: clean[k] for k in keep if k in clean}
     return clean
 
 

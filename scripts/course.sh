@@ -9,6 +9,8 @@
 #   bash scripts/course.sh assignments         otter-grader student notebooks + autograders
 #                                              -> _build/assignments/<name>/dist/
 #   bash scripts/course.sh grade ZIP NOTEBOOK  grade one submission locally (otter run)
+#                                              -> results beside dist/student/, never in
+#                                              it: dist/grades/<notebook>/ (--out: elsewhere)
 #   bash scripts/course.sh all                 the first three
 # Each sets up .venv like scripts/book.sh; the assignments also install
 # requirements-course.txt (otter-grader). Extra arguments go to the underlying command
@@ -51,7 +53,21 @@ case "$cmd" in
     echo "[qtheory] the notebooks install: $(python -c 'import sys; sys.path.insert(0, "scripts"); import student_notebooks as s; v = s.qtheory_version(); print(s.install_spec(v, s.repository_url(), "v" + v))') (unless --ref is given)"
     python scripts/student_notebooks.py "$@" ;;
   assignments) course_requirements; python scripts/assignments.py build "$@" ;;
-  grade) course_requirements; python scripts/assignments.py grade "$@" ;;
+  grade)
+    course_requirements
+    # results outside the students' folder: <...>/dist/student/x.ipynb -> <...>/dist/grades/x
+    case " $* " in
+      *" --out "*|*" --out="*) ;;
+      *) if [ $# -ge 2 ]; then
+           nb_dir="$(dirname "$2")"; nb_stem="$(basename "$2" .ipynb)"
+           if [ "$(basename "$nb_dir")" = student ]; then
+             set -- "$@" --out "$(dirname "$nb_dir")/grades/$nb_stem"
+           else
+             set -- "$@" --out "$nb_dir/grades/$nb_stem"
+           fi
+         fi ;;
+    esac
+    python scripts/assignments.py grade "$@" ;;
   requirements) course_requirements ;;
   all)
     instructor_book

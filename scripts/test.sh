@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Run the test suite: set up .venv, then pytest (library tests and every chapter executed
-# in a fresh kernel from its own folder). Extra arguments go to pytest.
+# in a fresh kernel from its own folder, unless the build already executed it with the
+# same sources). Extra arguments go to pytest.
+# Quick by default: tests marked `slow` (long statistical tests, every notebook executed
+# outside the repository, the release wheel) are deselected; `-m slow` runs only them and
+# `-m ""` everything (a later -m replaces this one). .ci/run runs both sets.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
-python -m pytest "$@"
+python -m pytest -m "not slow" "$@"

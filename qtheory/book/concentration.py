@@ -387,6 +387,8 @@ def concentration_study(lam, p, n_values, *, exact_max_states=200_000,
     n_list = np.array([check_positive_int(v, "n_values") for v in entries], dtype=np.int64)
     exact_max_states = check_positive_int(exact_max_states, "exact_max_states")
     events = check_real(events_per_run, "events_per_run", low=1e4, high=1e12)
+    boundary_target = check_real(boundary_target, "boundary_target", low=0.0, high=1.0,
+                                 low_open=True, high_open=True)
     wf = check_real(warmup_fraction, "warmup_fraction", low=0.0, high=1.0,
                     high_open=True)
     n_batches = check_size(n_batches, "n_batches", minimum=2, maximum=10_000,

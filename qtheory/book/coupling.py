@@ -36,6 +36,7 @@ fluid limit" of the book (the lemmas whose bounds are computed here).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -595,6 +596,10 @@ def _dyadic_block_errors(u, edges, n, n_levels):
     return sums
 
 
+# Largest number of blocks counting_bound accepts (arrays of m + 1 edges: 32 MB each).
+_MAX_BLOCKS = 2**22
+
+
 def counting_bound(run, *, beta=1.0, m_values=None):
     r"""The explicit bound of the counting lemma for the run's clock and uniforms.
 
@@ -633,7 +638,8 @@ def counting_bound(run, *, beta=1.0, m_values=None):
     ------
     ValueError
         If ``run`` is not a CoupledRun, ``beta`` is outside [0, 1] or ``m_values`` holds
-        a non-positive entry.
+        an entry outside ``[1, 2**22]`` (the ceiling bounds the memory: a few arrays of
+        ``m + 1`` integers).
 
     References
     ----------
@@ -655,6 +661,12 @@ def counting_bound(run, *, beta=1.0, m_values=None):
     if m_values.ndim != 1 or m_values.size == 0 or m_values.dtype.kind not in "iu" \
             or np.any(m_values < 1):
         raise ValueError("m_values must be a non-empty 1-D array of positive integers")
+    if int(m_values.max()) > _MAX_BLOCKS:
+        raise ValueError(
+            f"m_values must be at most {_MAX_BLOCKS:,} (2^22) blocks, got "
+            f"{int(m_values.max()):,}: the bound keeps arrays of m + 1 block edges (8 bytes "
+            f"each), and this run has {run.n_events:,} events, so blocks much more "
+            f"numerous than events only add the error term 2 max(nu, q h)")
     tau = run.driver.tau[: run.n_events]
     u = run.driver.u[: run.n_events]
     d = run.clock_error
@@ -850,7 +862,13 @@ def dkw_uniform_bound(n_stations, c, beta):
     n = check_n_stations(n_stations)
     c = check_real(c, "c", low=0.0, low_open=True, high=1e9)
     beta = check_real(beta, "beta", low=0.0, high=1.0, low_open=True, high_open=True)
-    return math.sqrt(c * math.log(max(2 * c * n / beta, 1.0)) / (2 * n))
+    if n < 2**1000:
+        return math.sqrt(c * math.log(max(2 * c * n / beta, 1.0)) / (2 * n))
+    # N beyond the float range (10**400): the same value through logarithms (math.log
+    # takes any int), with no float conversion of N to overflow
+    log_n = math.log(n)
+    big_l = math.log(2 * c / beta) + log_n
+    return math.exp(0.5 * (math.log(c * big_l / 2) - log_n))
 
 
 # ----------------------------------------------------------------------------- existence
@@ -867,8 +885,12 @@ def _truncated_rhs(lam, p, K, eps):
     return rhs
 
 
+class _OverBudget(Exception):
+    """Raised inside the ODE's right-hand side when the time budget is spent."""
+
+
 def truncated_fluid_trajectory(lam, p, times, s0=None, *, n_levels, eps, rtol=1e-9,
-                               atol=1e-12):
+                               atol=1e-12, max_seconds=60.0):
     r"""The truncated, regularized fluid model of the existence proof.
 
     On ``n_levels`` = K levels, with arrivals to stations holding K jobs blocked and the
@@ -902,6 +924,12 @@ def truncated_fluid_trajectory(lam, p, times, s0=None, *, n_levels, eps, rtol=1e
         Regularization scale, ``1e-8 <= eps <= 10``.
     rtol, atol : float, optional
         Tolerances of the ODE solver (SciPy's LSODA), in ``[1e-13, 1e-3]``.
+    max_seconds : float, optional
+        Work budget in seconds of computing, ``> 0`` (default 60).  With a small ``eps``
+        the ODE is stiff and the solver's cost grows fast with K and the horizon
+        (K = 200 to time 100 at ``eps = 1e-8``: about 20 s on one core; K = 2000 to time
+        1e3: many minutes); the solve stops with a ValueError when the budget is spent,
+        rather than run on unannounced.
 
     Returns
     -------
@@ -911,7 +939,8 @@ def truncated_fluid_trajectory(lam, p, times, s0=None, *, n_levels, eps, rtol=1e
     Raises
     ------
     ValueError
-        If an argument is out of range, or the solver fails.
+        If an argument is out of range, the solver fails, or the solve needs more than
+        ``max_seconds`` (the message says how far it got).
 
     References
     ----------
@@ -932,6 +961,7 @@ def truncated_fluid_trajectory(lam, p, times, s0=None, *, n_levels, eps, rtol=1e
     eps = check_real(eps, "eps", low=1e-8, high=10.0)
     rtol = check_real(rtol, "rtol", low=1e-13, high=1e-3)
     atol = check_real(atol, "atol", low=1e-13, high=1e-3)
+    budget = check_real(max_seconds, "max_seconds", low=0.0, low_open=True)
     s = np.array([1.0]) if s0 is None else check_s0(s0)
     x0 = np.zeros(K)
     m = min(K, s.size - 1)
@@ -941,8 +971,25 @@ def truncated_fluid_trajectory(lam, p, times, s0=None, *, n_levels, eps, rtol=1e
     if t[-1] == 0.0:
         out[:, 1:] = x0
         return out
-    sol = solve_ivp(_truncated_rhs(lam, p, K, eps), (0.0, float(t[-1])), x0,
-                    method="LSODA", t_eval=t, rtol=rtol, atol=atol)
+    rhs = _truncated_rhs(lam, p, K, eps)
+    deadline = time.monotonic() + budget
+    reached = [0.0]
+
+    def guarded(tt, x):
+        if time.monotonic() > deadline:
+            raise _OverBudget
+        reached[0] = max(reached[0], tt)
+        return rhs(tt, x)
+
+    try:
+        sol = solve_ivp(guarded, (0.0, float(t[-1])), x0,
+                        method="LSODA", t_eval=t, rtol=rtol, atol=atol)
+    except _OverBudget:
+        raise ValueError(
+            f"truncated_fluid_trajectory spent its budget max_seconds={budget:g} and had "
+            f"reached time {reached[0]:.4g} of {float(t[-1]):.4g} (n_levels={K}, "
+            f"eps={eps:g}: a small eps makes the ODE stiff); use fewer levels, a shorter "
+            f"horizon, a larger eps, or raise max_seconds") from None
     if not sol.success:  # pragma: no cover - LSODA on a Lipschitz field
         raise ValueError(f"the ODE solver failed: {sol.message}")
     out[:, 1:] = sol.y.T
