@@ -102,7 +102,9 @@ def gmres_memory(S, n, K, restart):
 def estimate(n, K, method, maxiter, restart=60):
     """:class:`ExactCost` of solving the chain (n, K) by ``method``."""
     S = _comb_float(K + n, n)
-    per_row = 1 + 2 * min(n, K + 1)
+    # beyond 1e6 stations or levels S is infinite anyway; keep every factor a float
+    per_row = 1 + 2 * min(n, K + 1, 10**6)
+    nf = float(min(n, 10**6))
     E = S * per_row
     build = _SEC_BUILD_PER_STATE * S
     if method == "direct":
@@ -110,12 +112,12 @@ def estimate(n, K, method, maxiter, restart=60):
         fill = max(3.0 * S, min(_FILL_FACTOR * S * w, S * S))
         seconds = build + _SEC_DIRECT * S * w * w
         ib = 4 if fill < 2**31 else 8
-        nbytes = 1.1 * (fill * (8 + ib) + E * 2 * (8 + ib) + S * (2 * n + 40)) \
+        nbytes = 1.1 * (fill * (8 + ib) + E * 2 * (8 + ib) + S * (2 * nf + 40)) \
             + _BASE_BYTES
         its = 0.0
     else:
         fill = E
-        its = float(min(maxiter, 30 + 6 * K))
+        its = float(min(maxiter, 30 + 6 * min(K, 10**6)))
         seconds = build + its * S * _SEC_PER_ITER_UNIT * (3 * per_row + 2 * (restart + 2))
         nbytes = gmres_memory(S, n, K, restart)
     fin = (lambda x: x if math.isfinite(x) else math.inf)

@@ -385,6 +385,7 @@ class CostWarning(UserWarning):
 _AUTO_PROGRESS_STATES = 200_000
 # Pilot solves of the boundary_mass search stay below this many states.
 _PILOT_STATES = 20_000
+_PILOT_LEVELS = 40
 
 
 def exact_stationary(n_stations, lam, p, *, max_queue=None, boundary_mass=None,
@@ -411,12 +412,13 @@ def exact_stationary(n_stations, lam, p, *, max_queue=None, boundary_mass=None,
         Give either ``max_queue`` or ``boundary_mass``.
     boundary_mass : float or None
         Target for the boundary mass P(M = K), in ``(0, 1)``: K is then chosen for the
-        caller.  Two pilot solves (below 20,000 states each) give the geometric decay
+        caller.  Two pilot solves (below 20,000 states and 40 levels each) give the geometric decay
         of the boundary mass in K; K is extrapolated from them, the chain is solved
         from the pilot's solution (padded with zeros: the ranks of the states do not
         depend on K), the boundary mass of the result is checked, and K is enlarged
-        from the new decay estimate until it is met (at most five solves after the
-        pilots).  ``truncation_tol`` is then ignored.
+        from the new decay estimate until it is met (at most six solves after the
+        pilots; when the extrapolated chain is large, the first of them aims halfway,
+        in log scale, to measure the decay further out).  ``truncation_tol`` is then ignored.
     method : {"auto", "direct", "gmres"}
         ``"direct"`` factorises with SuperLU (exact to rounding; the fill-in of the
         factors grows like :math:`S \binom{K+N-1}{N-1}`, so it is for a few thousand
@@ -646,7 +648,7 @@ def _warn_truncation(r, truncation_tol):
 def _solve_to_boundary_mass(n, lam, p, target, opts):
     """Choose K for P(M = K) <= target: pilots, geometric extrapolation, checks."""
     k2 = 2
-    while k2 < 32767 and math.comb(k2 + 1 + n, n) <= _PILOT_STATES:
+    while k2 < _PILOT_LEVELS and math.comb(k2 + 1 + n, n) <= _PILOT_STATES:
         k2 += 1
     k1 = max(1, k2 - max(2, k2 // 3))
     pilot = dict(opts, method="auto", max_seconds=math.inf, progress=False)
@@ -662,6 +664,12 @@ def _solve_to_boundary_mass(n, lam, p, target, opts):
         rate = min(max(rate, 1e-3), 0.999)
         step = math.ceil(math.log(target / b2) / math.log(rate)) + 1
         K = r2.max_queue + max(1, step)
+        if r2.n_states <= _PILOT_STATES and math.comb(K + n, n) > 10 * _PILOT_STATES:
+            # The decay seen at pilot levels is slower than further out: a first solve
+            # halfway (in log of the mass) measures it where it matters, instead of
+            # overshooting K on the largest solve.
+            half = math.ceil(0.5 * math.log(target / b2) / math.log(rate)) + 1
+            K = r2.max_queue + max(1, half)
         if K > 32767:
             raise ValueError(
                 f"boundary_mass={target:.3g} needs max_queue of about {K}, more than "
