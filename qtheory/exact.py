@@ -423,8 +423,9 @@ def exact_stationary(n_stations, lam, p, *, max_queue=None, boundary_mass=None,
         ``"direct"`` factorises with SuperLU (exact to rounding; the fill-in of the
         factors grows like :math:`S \binom{K+N-1}{N-1}`, so it is for a few thousand
         states); ``"gmres"`` runs restarted GMRES(60) with an ILU(0) preconditioner;
-        ``"auto"`` picks direct up to 5000 states when its estimate is below the
-        budget, GMRES otherwise.
+        ``"auto"`` picks direct up to 5000 states, and beyond where its estimated time
+        is under half of GMRES's (e.g. two stations with hundreds of levels), when its
+        estimate is within the budgets; GMRES otherwise.
     tol : float
         Convergence target: the returned :math:`\pi` satisfies
         :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
@@ -541,10 +542,13 @@ def _check_budget(n, K, method, maxiter, memory_limit, max_seconds):
     used = method
     if method == "auto":
         used = "gmres"
-        if S <= _DIRECT_LIMIT:
-            d = _cost.estimate(n, K, "direct", maxiter, _RESTART)
-            if d.seconds <= max_seconds and d.bytes <= memory_limit:
-                used = "direct"
+        d = _cost.estimate(n, K, "direct", maxiter, _RESTART)
+        g = _cost.estimate(n, K, "gmres", maxiter, _RESTART)
+        # direct up to 5000 states, and beyond where its estimate is under half of
+        # GMRES's (narrow chains: N = 2 with hundreds of levels factorise in seconds)
+        if (S <= _DIRECT_LIMIT or d.seconds < 0.5 * g.seconds) \
+                and d.seconds <= max_seconds and d.bytes <= memory_limit:
+            used = "direct"
     cost = _cost.estimate(n, K, used, maxiter, _RESTART)
     if cost.bytes > memory_limit:
         refuse(cost, f"more than memory_limit={memory_limit / 1e9:.3g} GB")
