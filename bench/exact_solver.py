@@ -34,6 +34,7 @@ def _ours(n, lam, p, target, q):
                              truncation_tol=1.0)  # compile outside the timing
     t0 = time.perf_counter()
     r = qtheory.exact_stationary(n, lam, p, boundary_mass=target, max_seconds=1e5,
+                                 memory_limit=16e9,
                                  progress=False)
     dt = time.perf_counter() - t0
     est = exact_cost_estimate(n, r.max_queue)
@@ -99,8 +100,9 @@ def main():
     rows = []
     for n, lam, p, target in CASES:
         ours = run(_ours, (n, lam, p, target), OURS_CAP)
-        if ours is None:
-            print(f"N={n} lam={lam} p={p} target={target:g}: ours > {OURS_CAP:.0f} s",
+        if ours is None or "error" in ours:
+            print(f"N={n} lam={lam} p={p} target={target:g}: ours "
+                  + (f"> {OURS_CAP:.0f} s" if ours is None else ours["error"]),
                   flush=True)
             rows.append(dict(case=[n, lam, p, target], ours=None))
             continue
