@@ -357,3 +357,44 @@ def expected_l1_distance(states, pi, target):
             rest -= target[i]
         out += w * (d + rest)
     return out
+
+
+# One Arnoldi step and the final update of GMRES, so that the restart cycle is driven
+# from Python one iteration at a time (Ctrl-C is honoured between two iterations; a
+# compiled cycle of 60 iterations can take half a minute on the largest chains).
+
+
+@jit
+def gmres_step(indptr, indices, data, lu, diag, V, H, j):
+    """Arnoldi step j of right-preconditioned GMRES: fills H[:j+2, j] and V[j+1].
+
+    Returns the norm H[j+1, j] (0 on a lucky breakdown).
+    """
+    n = V.shape[1]
+    z = ilu0_solve(indptr, indices, lu, diag, V[j])
+    w = csr_matvec(indptr, indices, data, z)
+    for _ in range(2):  # classical Gram-Schmidt, twice
+        for i in range(j + 1):
+            h = _dot(V[i], w)
+            H[i, j] += h
+            for t in range(n):
+                w[t] -= h * V[i, t]
+    hn = np.sqrt(_dot(w, w))
+    H[j + 1, j] = hn
+    if hn > 0.0:
+        for t in range(n):
+            V[j + 1, t] = w[t] / hn
+    return hn
+
+
+@jit
+def gmres_update(indptr, indices, lu, diag, V, y, x):
+    """x += M^{-1} V[:k]^T y with k = len(y), in place."""
+    n = x.shape[0]
+    comb = np.zeros(n)
+    for i in range(y.shape[0]):
+        for t in range(n):
+            comb[t] += y[i] * V[i, t]
+    z = ilu0_solve(indptr, indices, lu, diag, comb)
+    for t in range(n):
+        x[t] += z[t]

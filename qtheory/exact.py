@@ -61,6 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from . import _exact_cost as _cost
 from . import _exact_kernels as _k
 from ._validation import check_flag, check_lam, check_p, check_positive_int, check_real, \
     check_s0, check_size, count_text
@@ -71,6 +72,8 @@ __all__ = [
     "exact_stationary",
     "exact_state_space_size",
     "exact_memory_estimate",
+    "exact_cost_estimate",
+    "CostWarning",
 ]
 
 # Largest state space solved by a sparse direct factorisation under method="auto".
@@ -91,8 +94,8 @@ _EXACT_COUNT_BITS = 4096
 
 
 def _log_comb(n, k):
-    """Natural logarithm of C(n, k), for integers 0 <= k <= n (floating point)."""
-    return math.lgamma(n + 1.0) - math.lgamma(k + 1.0) - math.lgamma(n - k + 1.0)
+    """Natural logarithm of C(n, k), for integers 0 <= k <= n of any size (float)."""
+    return _cost.log_comb(n, k)
 
 
 def _gb_text(nbytes):
@@ -131,15 +134,18 @@ def exact_state_space_size(n_stations, max_queue):
     return math.comb(k + n, n)
 
 
-def exact_memory_estimate(n_stations, max_queue):
+def exact_memory_estimate(n_stations, max_queue, method="gmres"):
     r"""Peak memory in bytes that :func:`exact_stationary` is estimated to need.
 
-    The estimate counts the stored states (int16), the sparse generator and its transpose
-    (8-byte values, 4- or 8-byte indices; at most ``1 + 2 min(N, K + 1)`` entries per
-    state), the ILU(0) factor values and the GMRES basis of ``61`` vectors, plus 10% and
-    250 MB for the interpreter and its libraries.  Compared with the measured peak
-    resident memory in ``bench/exact_limits.py``.  Evaluated in floating point from the
-    closed form, so it answers at once for any sizes.
+    For ``method="gmres"`` the estimate counts the stored states (int16), the sparse
+    generator and its transpose (8-byte values, 4- or 8-byte indices; at most
+    ``1 + 2 min(N, K + 1)`` entries per state), the ILU(0) factor values and the GMRES
+    basis of ``61`` vectors, plus 10% and 250 MB for the interpreter and its libraries
+    (compared with the measured peak resident memory in ``bench/exact_limits.py``).  For
+    ``method="direct"`` it adds the fill-in of the sparse LU factors, about
+    :math:`0.5\, S \binom{K+N-1}{N-1}` entries (see :func:`exact_cost_estimate`).
+    Evaluated in floating point from the closed form, so it answers at once for any
+    sizes.
 
     Parameters
     ----------
@@ -147,6 +153,8 @@ def exact_memory_estimate(n_stations, max_queue):
         Number of stations N, at least 1.
     max_queue : int
         Truncation level K, at least 1.
+    method : {"gmres", "direct"}
+        The solver whose memory is estimated (default ``"gmres"``).
 
     Returns
     -------
@@ -158,23 +166,71 @@ def exact_memory_estimate(n_stations, max_queue):
     Raises
     ------
     ValueError
-        If ``n_stations`` or ``max_queue`` is not an integer >= 1.
+        If ``n_stations`` or ``max_queue`` is not an integer >= 1, or ``method`` is not
+        ``"gmres"`` or ``"direct"``.
     """
     n = check_positive_int(n_stations, "n_stations")
     k = check_positive_int(max_queue, "max_queue")
-    S = exact_state_space_size(n, k)
-    try:
-        S = float(S)
-    except OverflowError:
-        return math.inf
-    E = S * (1 + 2 * min(n, k + 1))
-    ib = 4 if E < 2**31 else 8
-    states = S * 2 * n
-    build = states + S * 16 + 2 * E * (8 + ib) + S * 8
-    solve = states + E * (8 + ib) + E * 8 + S * 8 + (_RESTART + 8) * S * 8
-    # the interpreter with NumPy, SciPy and numba loaded, and 10% for the allocator
-    total = 1.1 * max(build, solve) + 250e6
+    if method not in ("gmres", "direct"):
+        raise ValueError(f"method must be 'gmres' or 'direct', got {method!r}")
+    if method == "direct":
+        total = _cost.estimate(n, k, "direct", 1, _RESTART).bytes
+    else:
+        S = exact_state_space_size(n, k)
+        try:
+            S = float(S)
+        except OverflowError:  # an exact integer beyond the double range
+            S = math.inf
+        total = _cost.gmres_memory(S, n, k, _RESTART)
     return int(total) if math.isfinite(total) else math.inf
+
+
+def exact_cost_estimate(n_stations, max_queue, method="gmres", *, maxiter=3_000):
+    r"""Estimated time and memory of one :func:`exact_stationary` solve, before it starts.
+
+    The cost model (module ``qtheory._exact_cost``): ``"gmres"`` costs about
+    :math:`\min(\text{maxiter}, 30 + 6K)` iterations, each about
+    :math:`1.2\,\text{ns} \times (3E/S + 124)` per state (E stored generator entries,
+    S states); ``"direct"`` (SuperLU, COLAMD ordering) about :math:`6 \cdot 10^{-11}
+    S w^2` seconds with :math:`w = \binom{K+N-1}{N-1}` the largest rank distance between
+    neighbouring states, and :math:`0.5\, S w` entries of fill-in.  Fitted on one idle
+    core (N = 2..6); within a factor of about three there, slower on a loaded machine.
+
+    Parameters
+    ----------
+    n_stations : int
+        Number of stations N, at least 1.
+    max_queue : int
+        Truncation level K, at least 1.
+    method : {"gmres", "direct"}
+        The solver.
+    maxiter : int
+        The iteration cap of GMRES (the estimate never exceeds it), 1 to 1e5.
+
+    Returns
+    -------
+    qtheory._exact_cost.ExactCost
+        ``method``, ``n_states``, ``nonzeros``, ``fill``, ``iterations``, ``seconds``
+        and ``bytes`` (floats; ``inf`` beyond the double range) and ``text()``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_stations`` or ``max_queue`` is not an integer >= 1, ``method`` is unknown
+        or ``maxiter`` is outside ``[1, 1e5]``.
+    """
+    n = check_positive_int(n_stations, "n_stations")
+    k = check_positive_int(max_queue, "max_queue")
+    if method not in ("gmres", "direct"):
+        raise ValueError(f"method must be 'gmres' or 'direct', got {method!r}")
+    maxiter = check_size(maxiter, "maxiter", minimum=1, maximum=_MAX_ITER,
+                         what="each GMRES iteration costs a pass over the generator")
+    return _cost.estimate(n, k, method, maxiter, _RESTART)
+
+
+def _num(v):
+    """An integer input for a message: written out below 1e15, else its magnitude."""
+    return str(v) if v < 10**15 else f"about 10^{math.log10(v):.1f}"
 
 
 def _physical_memory():
@@ -321,17 +377,26 @@ class TruncationWarning(UserWarning):
     """The truncation level of an exact solve is too low for the requested accuracy."""
 
 
+class CostWarning(UserWarning):
+    """An explicitly chosen exact method is estimated to take longer than ``max_seconds``."""
+
+
 # Solves with more states than this show a progress bar by default (about 10 s or more).
 _AUTO_PROGRESS_STATES = 200_000
+# Pilot solves of the boundary_mass search stay below this many states.
+_PILOT_STATES = 20_000
+_PILOT_LEVELS = 40
 
 
-def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
-                     maxiter=3_000, memory_limit=4 * 10**9, progress=None,
-                     truncation_tol=1e-6):
+def exact_stationary(n_stations, lam, p, *, max_queue=None, boundary_mass=None,
+                     method="auto", tol=1e-13, maxiter=3_000, memory_limit=4 * 10**9,
+                     max_seconds=300.0, progress=None, truncation_tol=1e-6):
     r"""Stationary distribution of the N-station system, truncated at ``max_queue``.
 
     Builds the generator :math:`Q` of the chain of sorted queue-length vectors as a
-    sparse matrix and solves :math:`\pi Q = 0`, :math:`\sum \pi = 1`.
+    sparse matrix and solves :math:`\pi Q = 0`, :math:`\sum \pi = 1`.  Before building
+    anything it estimates the time and memory of the solve
+    (:func:`exact_cost_estimate`) and refuses one over budget.
 
     Parameters
     ----------
@@ -342,13 +407,25 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     p : float
         Centralization fraction, ``0 <= p <= 1``: local servers have rate ``1 - p``,
         the central server rate ``N p``.
-    max_queue : int
+    max_queue : int or None
         Truncation level K >= 1: an arrival to a station holding K jobs is blocked.
-        Choose it so that ``boundary_mass`` is negligible for the question asked.
+        Give either ``max_queue`` or ``boundary_mass``.
+    boundary_mass : float or None
+        Target for the boundary mass P(M = K), in ``(0, 1)``: K is then chosen for the
+        caller.  Two pilot solves (below 20,000 states and 40 levels each) give the geometric decay
+        of the boundary mass in K; K is extrapolated from them, the chain is solved
+        from the pilot's solution (padded with zeros: the ranks of the states do not
+        depend on K), the boundary mass of the result is checked, and K is enlarged
+        from the new decay estimate until it is met (at most six solves after the
+        pilots; when the extrapolated chain is large, the first of them aims halfway,
+        in log scale, to measure the decay further out).  ``truncation_tol`` is then ignored.
     method : {"auto", "direct", "gmres"}
-        ``"direct"`` factorises with SuperLU (exact to rounding, but fill-in makes it
-        slow beyond a few thousand states); ``"gmres"`` runs restarted GMRES(60) with an
-        ILU(0) preconditioner; ``"auto"`` picks direct up to 5000 states.
+        ``"direct"`` factorises with SuperLU (exact to rounding; the fill-in of the
+        factors grows like :math:`S \binom{K+N-1}{N-1}`, so it is for a few thousand
+        states); ``"gmres"`` runs restarted GMRES(60) with an ILU(0) preconditioner;
+        ``"auto"`` picks direct up to 5000 states, and beyond where its estimated time
+        is under half of GMRES's (e.g. two stations with hundreds of levels), when its
+        estimate is within the budgets; GMRES otherwise.
     tol : float
         Convergence target: the returned :math:`\pi` satisfies
         :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
@@ -356,9 +433,15 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     maxiter : int
         Largest number of GMRES iterations, at most 1e5.
     memory_limit : int or float
-        Bytes; if :func:`exact_memory_estimate` exceeds it a ``ValueError`` is raised
-        before anything is built.  ``math.inf`` lifts this limit but not the physical
-        memory of the machine: an estimate beyond it is refused as well.
+        Bytes; if the estimated peak memory of the method
+        (:func:`exact_memory_estimate`) exceeds it a ``ValueError`` is raised before
+        anything is built, whatever the method.  ``math.inf`` lifts this limit but not
+        the physical memory of the machine: an estimate beyond it is refused as well.
+    max_seconds : float
+        Time budget in seconds, > 0 (default 300).  With ``method="auto"`` a solve
+        estimated to take longer is refused with a ``ValueError`` giving the estimate;
+        with an explicitly chosen method a :class:`CostWarning` is issued and the solve
+        runs.  ``math.inf`` lifts the budget.
     progress : bool or None
         Show a tqdm bar over GMRES iterations (on stderr in scripts, a widget in
         notebooks).  ``None`` (default): when the state space has more than 200,000
@@ -382,23 +465,27 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     ValueError
         If ``n_stations`` or ``max_queue`` is not an integer >= 1, ``lam`` is outside
         ``[0, 1)``, ``p`` outside ``[0, 1]``, ``method`` unknown, ``tol`` not in
-        ``(0, 1)``; or if the estimated memory exceeds ``memory_limit`` or the machine's
-        physical memory (the message gives the number of states and the estimate), or
-        ``max_queue > 32767``.
+        ``(0, 1)``, neither or both of ``max_queue`` and ``boundary_mass`` given; if the
+        estimated memory exceeds ``memory_limit`` or the machine's physical memory, or
+        (``method="auto"``) the estimated time exceeds ``max_seconds`` (the message
+        gives the number of states and the estimate); or ``max_queue > 32767``.
     RuntimeError
         If GMRES does not reach ``tol`` within ``maxiter`` iterations (never a silent
-        unconverged answer).
+        unconverged answer), or ``boundary_mass`` is not met after five enlargements.
 
     Warns
     -----
     TruncationWarning
-        When ``boundary_mass > truncation_tol``.
+        When ``boundary_mass > truncation_tol`` (``max_queue`` given).
+    CostWarning
+        When an explicitly chosen ``method`` is estimated over ``max_seconds``.
 
     Notes
     -----
     Truncation: see the module docstring.  With ``max_queue`` large enough the results
     converge to those of the untruncated chain; ``truncation_error_estimate`` estimates
-    the probability mass cut off.  For ``lam = 0`` the system stays empty.
+    the probability mass cut off.  For ``lam = 0`` the system stays empty.  Ctrl-C
+    interrupts GMRES between two iterations.
 
     References
     ----------
@@ -411,40 +498,85 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     >>> r = exact_stationary(1, 0.5, 0.3, max_queue=60)   # M/M/1, service rate 1
     >>> round(r.mean_queue_length, 10)
     1.0
+    >>> exact_stationary(2, 0.5, 0.3, boundary_mass=1e-8).boundary_mass <= 1e-8
+    True
     """
     n = check_positive_int(n_stations, "n_stations")
     progress = check_flag(progress, "progress", allow_none=True)
     truncation_tol = check_real(truncation_tol, "truncation_tol", low=0.0, high=1.0)
     lam = check_lam(lam)
     p = check_p(p)
-    K = check_positive_int(max_queue, "max_queue")
-    if K > np.iinfo(np.int16).max:
-        raise ValueError(f"max_queue must be at most 32767, got {K}")
+    if (max_queue is None) == (boundary_mass is None):
+        raise ValueError("give exactly one of max_queue (the truncation level) and "
+                         "boundary_mass (a target for P(M = max_queue)), got "
+                         f"max_queue={max_queue!r}, boundary_mass={boundary_mass!r}")
     if method not in ("auto", "direct", "gmres"):
         raise ValueError(f"method must be 'auto', 'direct' or 'gmres', got {method!r}")
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
     maxiter = check_size(maxiter, "maxiter", minimum=1, maximum=_MAX_ITER,
                          what="each GMRES iteration costs a pass over the generator")
     memory_limit = check_real(memory_limit, "memory_limit", low=0.0, low_open=True)
+    max_seconds = check_real(max_seconds, "max_seconds", low=0.0, low_open=True)
+    opts = dict(method=method, tol=tol, maxiter=maxiter, memory_limit=memory_limit,
+                max_seconds=max_seconds, progress=progress)
+    if boundary_mass is not None:
+        target = check_real(boundary_mass, "boundary_mass", low=0.0, high=1.0,
+                            low_open=True, high_open=True)
+        return _solve_to_boundary_mass(n, lam, p, target, opts)
+    K = check_positive_int(max_queue, "max_queue")
+    r = _solve(n, lam, p, K, **opts)
+    _warn_truncation(r, truncation_tol)
+    return r
 
+
+def _check_budget(n, K, method, maxiter, memory_limit, max_seconds):
+    """The method to use after the cost checks; raises or warns over budget."""
+    def refuse(cost, what):
+        raise ValueError(
+            f"the exact solve for n_stations={_num(n)}, max_queue={K} is estimated at "
+            f"{cost.text()}, {what}; lower n_stations or max_queue, or raise "
+            + ("memory_limit" if "memory_limit" in what else "max_seconds"))
+    if K > np.iinfo(np.int16).max:
+        raise ValueError(f"max_queue must be at most 32767, got {_num(K)}")
     S = exact_state_space_size(n, K)
-    need = exact_memory_estimate(n, K)
-    if need > memory_limit:
-        raise ValueError(
-            f"the state space for n_stations={n}, max_queue={K} has {count_text(S)} "
-            f"states and needs {_gb_text(need)}, more than memory_limit="
-            f"{memory_limit / 1e9:.3g} GB; lower n_stations or max_queue, or raise "
-            "memory_limit"
-        )
+    used = method
+    if method == "auto":
+        used = "gmres"
+        d = _cost.estimate(n, K, "direct", maxiter, _RESTART)
+        g = _cost.estimate(n, K, "gmres", maxiter, _RESTART)
+        # direct up to 5000 states, and beyond where its estimate is under half of
+        # GMRES's (narrow chains: N = 2 with hundreds of levels factorise in seconds)
+        if (S <= _DIRECT_LIMIT or d.seconds < 0.5 * g.seconds) \
+                and d.seconds <= max_seconds and d.bytes <= memory_limit:
+            used = "direct"
+    cost = _cost.estimate(n, K, used, maxiter, _RESTART)
+    if cost.bytes > memory_limit:
+        refuse(cost, f"more than memory_limit={memory_limit / 1e9:.3g} GB")
     ram = _physical_memory()
-    if S > _MAX_STATES or (ram is not None and need > ram):
+    if S > _MAX_STATES or (ram is not None and cost.bytes > ram):
         raise ValueError(
-            f"the state space for n_stations={n}, max_queue={K} has {count_text(S)} "
-            f"states and needs {_gb_text(need)}"
+            f"the state space for n_stations={_num(n)}, max_queue={K} has "
+            f"{count_text(S)} states and needs {_gb_text(cost.bytes)}"
             + (f", more than this machine's {ram / 1e9:.3g} GB of memory"
-               if ram is not None and need > ram else
+               if ram is not None and cost.bytes > ram else
                f", more than the {_MAX_STATES:,} states the solver indexes")
             + " (whatever memory_limit says); lower n_stations or max_queue")
+    if cost.seconds > max_seconds:
+        if method == "auto":
+            refuse(cost, f"more than max_seconds={max_seconds:.3g}")
+        warnings.warn(
+            f"exact_stationary: method={method!r} for n_stations={n}, max_queue={K} is "
+            f"estimated at {cost.text()}, more than max_seconds={max_seconds:.3g}; "
+            "Ctrl-C interrupts GMRES, not a direct factorisation",
+            CostWarning, stacklevel=4)
+    return used
+
+
+def _solve(n, lam, p, K, *, method, tol, maxiter, memory_limit, max_seconds, progress,
+           x0=None):
+    """One solve at truncation level K (inputs checked); x0: a start for GMRES."""
+    used = _check_budget(n, K, method, maxiter, memory_limit, max_seconds)
+    S = math.comb(K + n, n)
     if progress is None:
         progress = S > _AUTO_PROGRESS_STATES
     t0 = time.perf_counter()
@@ -470,14 +602,11 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
         td[tp[0]] = 1.0  # indices are sorted and column 0 is the diagonal of row 0
         rhs = np.zeros(S)
         rhs[0] = 1.0
-        used = method
-        if method == "auto":
-            used = "direct" if S <= _DIRECT_LIMIT else "gmres"
         if used == "direct":
             A = sp.csr_matrix((td, ti, tp), shape=(S, S))
             x = spla.spsolve(A.tocsc(), rhs)
         else:
-            x, t_iter = _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam)
+            x, t_iter = _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam, x0)
         td[tp[0]:tp[1]] = saved
         x = np.maximum(x, 0.0)  # rounding can leave -1e-20 where pi is ~1e-20
         pi = x / x.sum()
@@ -498,14 +627,6 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     else:
         rho = law_k / law_k1
         est = law_k * rho / (1.0 - rho)
-    if law_k > truncation_tol:
-        warnings.warn(
-            f"exact_stationary: boundary mass P(M = max_queue) = {law_k:.3g} exceeds "
-            f"truncation_tol = {truncation_tol:.3g} (n_stations={n}, lam={lam!r}, "
-            f"p={p!r}, max_queue={K}): the truncation is too coarse for this tolerance "
-            f"(estimated mass beyond it: {est:.3g}); raise max_queue (memory: "
-            f"exact_memory_estimate) or pass truncation_tol",
-            TruncationWarning, stacklevel=2)
     return ExactResult(
         n_stations=n, lam=lam, p=p, max_queue=K, n_states=S, states=states,
         probabilities=pi, s=s, mean_queue_length=float(math.fsum(s[1:])),
@@ -516,12 +637,68 @@ def exact_stationary(n_stations, lam, p, *, max_queue, method="auto", tol=1e-13,
     )
 
 
-def _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam):
-    """ILU(0)-preconditioned GMRES(_RESTART) on the replaced system; returns x, its."""
+def _warn_truncation(r, truncation_tol):
+    if r.boundary_mass > truncation_tol:
+        warnings.warn(
+            f"exact_stationary: boundary mass P(M = max_queue) = {r.boundary_mass:.3g} "
+            f"exceeds truncation_tol = {truncation_tol:.3g} (n_stations={r.n_stations}, "
+            f"lam={r.lam!r}, p={r.p!r}, max_queue={r.max_queue}): the truncation is too "
+            f"coarse for this tolerance (estimated mass beyond it: "
+            f"{r.truncation_error_estimate:.3g}); raise max_queue (memory: "
+            f"exact_memory_estimate) or pass truncation_tol",
+            TruncationWarning, stacklevel=3)
+
+
+def _solve_to_boundary_mass(n, lam, p, target, opts):
+    """Choose K for P(M = K) <= target: pilots, geometric extrapolation, checks."""
+    k2 = 2
+    while k2 < _PILOT_LEVELS and math.comb(k2 + 1 + n, n) <= _PILOT_STATES:
+        k2 += 1
+    k1 = max(1, k2 - max(2, k2 // 3))
+    pilot = dict(opts, method="auto", max_seconds=math.inf, progress=False)
+    r1 = _solve(n, lam, p, k1, **pilot)
+    if r1.boundary_mass <= target:
+        return r1
+    r2 = _solve(n, lam, p, k2, **pilot)
+    for _ in range(6):
+        if r2.boundary_mass <= target:
+            return r2
+        b1, b2 = r1.boundary_mass, r2.boundary_mass
+        rate = (b2 / b1) ** (1.0 / (r2.max_queue - r1.max_queue)) if b1 > 0 else 0.5
+        rate = min(max(rate, 1e-3), 0.999)
+        step = math.ceil(math.log(target / b2) / math.log(rate)) + 1
+        K = r2.max_queue + max(1, step)
+        if r2.n_states <= _PILOT_STATES and math.comb(K + n, n) > 10 * _PILOT_STATES:
+            # The decay seen at pilot levels is slower than further out: a first solve
+            # halfway (in log of the mass) measures it where it matters, instead of
+            # overshooting K on the largest solve.
+            half = math.ceil(0.5 * math.log(target / b2) / math.log(rate)) + 1
+            K = r2.max_queue + max(1, half)
+        if K > 32767:
+            raise ValueError(
+                f"boundary_mass={target:.3g} needs max_queue of about {K}, more than "
+                "32767; raise boundary_mass")
+        # The ranks of the states do not depend on K: the smaller solution, padded
+        # with zeros and scaled to pi_0 = 1, starts GMRES at the larger level.
+        S = math.comb(K + n, n)
+        x0 = np.zeros(S)
+        x0[:r2.n_states] = r2.probabilities / max(r2.probabilities[0], 1e-300)
+        r1, r2 = r2, _solve(n, lam, p, K, x0=x0, **opts)
+    raise RuntimeError(
+        f"boundary_mass={target:.3g} not reached: P(M = K) = {r2.boundary_mass:.3g} at "
+        f"max_queue={r2.max_queue} after six enlargements; pass max_queue")
+
+
+def _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam, x0=None):
+    """ILU(0)-preconditioned GMRES(_RESTART) on the replaced system; returns x, its.
+
+    The restart cycle is driven from Python one Arnoldi step at a time (each step is
+    one compiled call), so that KeyboardInterrupt is honoured between two iterations.
+    """
     S = rhs.shape[0]
     lu, diag = _k.ilu0(tp, ti, td)
     V = np.empty((_RESTART + 1, S))
-    x = np.zeros(S)
+    x = np.zeros(S) if x0 is None else np.array(x0, dtype=float)
     target = tol * n * (1.0 + lam)
     bar = None
     if progress:
@@ -533,11 +710,9 @@ def _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam):
     inner = tol
     try:
         while its < maxiter:
-            k, _ = _k.gmres_cycle(tp, ti, td, lu, diag, rhs, x, 1.0, inner,
-                                  min(_RESTART, maxiter - its), V)
+            k = _gmres_cycle(tp, ti, td, lu, diag, rhs, x, inner,
+                             min(_RESTART, maxiter - its), V, bar)
             its += k
-            if bar is not None:
-                bar.update(k)
             tot = x.sum()
             if tot > 0:
                 res = _k.max_abs_residual(tp, ti, td, x / tot, 1)
@@ -551,3 +726,45 @@ def _solve_gmres(tp, ti, td, rhs, tol, maxiter, progress, n, lam):
         if bar is not None:
             bar.close()
     return x, its
+
+
+def _gmres_cycle(tp, ti, td, lu, diag, b, x, rtol, restart, V, bar):
+    """One restart cycle of right-preconditioned GMRES on A x = b (|b| = 1), in place.
+
+    Returns the number of inner iterations.
+    """
+    r = b - _k.csr_matvec(tp, ti, td, x)
+    beta = float(np.sqrt(r @ r))
+    if beta <= rtol:
+        return 0
+    V[0] = r / beta
+    del r
+    H = np.zeros((restart + 1, restart))
+    cs = np.zeros(restart)
+    sn = np.zeros(restart)
+    g = np.zeros(restart + 1)
+    g[0] = beta
+    k = 0
+    for j in range(restart):
+        hn = _k.gmres_step(tp, ti, td, lu, diag, V, H, j)
+        for i in range(j):
+            tmp = cs[i] * H[i, j] + sn[i] * H[i + 1, j]
+            H[i + 1, j] = -sn[i] * H[i, j] + cs[i] * H[i + 1, j]
+            H[i, j] = tmp
+        d = math.hypot(H[j, j], H[j + 1, j])
+        cs[j] = H[j, j] / d
+        sn[j] = H[j + 1, j] / d
+        H[j, j] = d
+        H[j + 1, j] = 0.0
+        g[j + 1] = -sn[j] * g[j]
+        g[j] = cs[j] * g[j]
+        k = j + 1
+        if bar is not None:
+            bar.update(1)
+        if abs(g[j + 1]) <= rtol or hn == 0.0:
+            break
+    y = np.zeros(k)
+    for i in range(k - 1, -1, -1):
+        y[i] = (g[i] - H[i, i + 1:k] @ y[i + 1:k]) / H[i, i]
+    _k.gmres_update(tp, ti, lu, diag, V, y, x)
+    return k

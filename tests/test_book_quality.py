@@ -41,11 +41,10 @@ from built_book import (EXECUTED, HTML, ROOT, built_pages, chapters, parse, pars
 
 # Pages of the book that are not notebooks: the landing page and the appendices made of
 # directives or prose only (API reference, execution table, bibliography, course,
-# notation, proof map, the analytic tools and the technical proofs of Part III).
+# notation, proof map, the analytic tools and the finite-N lemmas).
 PLAIN_PAGES = {"book/index", "book/api", "book/status", "book/bibliography", "book/course",
                "book/notation", "book/proof-map", "book/tools", "book/internals",
-               "book/lemmas-fluid-solutions", "book/lemmas-fluid-limit",
-               "book/lemmas-stability", "book/lemmas-finite-n"}
+               "book/lemmas-finite-n"}
 
 
 # ======================================================================================
