@@ -75,10 +75,19 @@ def _as_n(n_stations):
     """n_stations as a float array (scalar or array), each an integer >= 1."""
     arr = np.asarray(n_stations)
     if arr.ndim == 0:
-        return float(check_n_stations(n_stations)), True
-    flat = [check_n_stations(int(v) if isinstance(v, np.integer) else v, "n_stations")
+        return _n_float(check_n_stations(n_stations)), True
+    flat = [_n_float(check_n_stations(int(v) if isinstance(v, np.integer) else v,
+                                      "n_stations"))
             for v in arr.ravel().tolist()]
     return np.array(flat, dtype=np.float64).reshape(arr.shape), False
+
+
+def _n_float(n):
+    """An integer N >= 1 as a float; beyond the float range, inf (the N-bounds are then 0)."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf
 
 
 def _out(x, scalar):

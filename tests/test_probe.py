@@ -165,3 +165,9 @@ def test_sweep_fraction_grid_and_keeping_a_grid_name():
         assert r.ok and not r.failures
         assert list(r.columns)[:3] == ["lam", "p", "mean_queue_length"]
         assert r.column("mean_queue_length")[0] == pytest.approx(4.0)
+
+
+def test_rate_bounds_for_n_beyond_the_float_range():
+    c = q.rate.rate_constants(0.9, 0.1)
+    assert c.distance_bound(10**400) == 0.0 and c.top_mass_bound(10**400) == 0.0
+    assert list(c.distance_bound([10, 10**400])) == [c.distance_bound(10), 0.0]
