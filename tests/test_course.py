@@ -1,6 +1,6 @@
 """Course materials: exercises, student notebooks, the book without solutions, assignments.
 
-* every chapter has at least four exercises, each with a gated solution, at least one of
+* every main chapter has at least three exercises, each with a gated solution, at least one of
   them with code (that code runs in every build: the chapter tests execute it);
 * the student notebooks (scripts/student_notebooks.py) are valid notebooks whose first
   cell installs the exact qtheory version, with no solution text or code and no MyST
@@ -78,7 +78,7 @@ def test_toc_has_chapters():
 def _is_support_page(path):
     """Evidence pages (evidence-*), appendices of technical proofs (lemmas-*), the tools
     appendix and the inside-qtheory pages (internals*): executed notebooks, but not
-    chapters a course assigns, so they need not carry four exercises."""
+    chapters a course assigns, so they need not carry three exercises."""
     return path.stem.startswith(("evidence", "lemmas-", "internals", "tools"))
 
 
@@ -88,7 +88,7 @@ TEACHING = [p for p in CHAPTERS if not p.stem.startswith("evidence")]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_has_four_exercises_with_solutions(path):
+def test_chapter_has_exercises_with_solutions(path):
     import jupytext
 
     text = path.read_text()
@@ -97,7 +97,9 @@ def test_chapter_has_four_exercises_with_solutions(path):
         starts = re.findall(r"^```+\{solution-start\}\s*(\S+)", text, re.M)
         assert sorted(starts) == sorted(labels), f"{path.name}: solutions {starts} vs {labels}"
         return
-    assert len(labels) >= 4, f"{path.name}: {len(labels)} exercises, at least 4 required"
+    # at least three in each main chapter; the computational drills that repeat a chapter's
+    # study moved to its evidence page, where the course plan can still assign them
+    assert len(labels) >= 3, f"{path.name}: {len(labels)} exercises, at least 3 required"
     assert len(set(labels)) == len(labels)
     starts = re.findall(r"^```+\{solution-start\}\s*(\S+)", text, re.M)
     ends = re.findall(r"^```+\{solution-end\}", text, re.M)
