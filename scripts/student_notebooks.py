@@ -33,9 +33,12 @@ and turned into a notebook that opens cleanly in JupyterLab and in Colab:
   imports ``myst_nb`` itself gets a second cell that stands in for ``myst_nb.glue`` where
   MyST-NB is not installed (Colab, a plain JupyterLab).
 
-Numbers (equations, figures, exercises, theorems) are those of the book: the table of
-contents is not numbered, so Sphinx counts each kind on across chapters, in the order of
-``_toc.yml``.
+Numbers (equations, figures, exercises, theorems) are those of the book: every part of
+``_toc.yml`` is numbered, chapters are numbered on across the parts (``use_multitoc_numbering``),
+and Sphinx counts each kind within its chapter ("Theorem 7.3", "(5.2)", "Figure 4.1",
+"Exercise 4.2"; ``numfig_secnum_depth: 1``); all results (theorems, lemmas, definitions...)
+share one counter (``prf_realtyp_to_countertyp``). A notebook's title carries its chapter's
+number ("# 7. Stability").
 
 Why this converter and not sphinx-tojupyter
 -------------------------------------------
@@ -113,6 +116,47 @@ ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attent
 PROOF_KINDS = {"definition", "theorem", "lemma", "proposition", "corollary", "algorithm",
                "remark", "conjecture", "example", "property", "observation", "criterion",
                "assumption", "axiom", "notation"}
+
+
+def counter_kind(kind: str) -> str:
+    """The counter a kind of numbered thing uses: all results share the theorem's
+    (``prf_realtyp_to_countertyp`` in ``_config.yml``)."""
+    return "theorem" if kind in PROOF_KINDS else kind
+
+
+def chapter_numbers() -> dict:
+    """{page stem: its chapter number as text} for the numbered pages of ``_toc.yml``;
+    a page nested under a chapter (``sections:``) has its chapter's number (figures,
+    results and equations are counted per chapter: ``numfig_secnum_depth: 1``)."""
+    global _CHAPTER_NUMBERS
+    if _CHAPTER_NUMBERS is None:
+        toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+        out, n = {}, 0
+
+        def nested(node, number):
+            for sub in node.get("sections", []) or []:
+                if "file" in sub:
+                    out[Path(sub["file"]).stem] = number
+                nested(sub, number)
+
+        for part in toc.get("parts", []):
+            for ch in part.get("chapters", []):
+                if part.get("numbered") and "file" in ch:
+                    n += 1
+                    out[Path(ch["file"]).stem] = str(n)
+                    nested(ch, str(n))
+        _CHAPTER_NUMBERS = out
+    return _CHAPTER_NUMBERS
+
+
+_CHAPTER_NUMBERS = None
+
+
+def format_number(prefix: str, n: int):
+    """"7.3" in chapter 7, the bare count on an unnumbered page."""
+    return f"{prefix}.{n}" if prefix else n
+
+
 SOLUTION_MARK = "\x00ANSWER-CELL\x00"
 GLUE_ROLES = {"glue", "glue:", "glue:any", "glue:text", "glue:md"}
 GLUE_DIRECTIVES = {"glue", "glue:", "glue:any", "glue:figure", "glue:math", "glue:md"}
@@ -218,10 +262,12 @@ class Chapter:
     path: Path
     title: str = ""
     counters: dict = field(default_factory=dict)
+    prefix: str = ""  # the chapter's number, "" on an unnumbered page
 
     def next(self, kind):
-        self.counters[kind] = self.counters.get(kind, 0) + 1
-        return self.counters[kind]
+        key = counter_kind(kind)
+        self.counters[key] = self.counters.get(key, 0) + 1
+        return format_number(self.prefix, self.counters[key])
 
 
 def _walk_directives(lines):
@@ -243,10 +289,12 @@ def _text_lines(lines):
 def collect_targets(path: Path, nb, counters: dict | None = None) -> dict:
     """Number the labelled things of one chapter, per kind, in document order.
 
-    Like the book (whose table of contents is not numbered), numbers run on across
-    chapters: pass the same ``counters`` dict for the chapters in table-of-contents order.
+    Like the book, numbers are counted within the chapter and carry its number ("7.3");
+    pass the same ``counters`` dict for pages that share a chapter number (a chapter and
+    its nested pages), in table-of-contents order.
     """
-    ch = Chapter(path, counters=counters if counters is not None else {})
+    ch = Chapter(path, counters=counters if counters is not None else {},
+                 prefix=chapter_numbers().get(Path(path).stem, ""))
     found = []  # (label or None, kind, title) in document order within each kind
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -306,10 +354,14 @@ def _read_page(path: Path):
 def collect_all(paths):
     """Label table of the pages ``paths`` (in table-of-contents order; plain pages too,
     since Sphinx numbers their statements), and for each page the counts per kind of the
-    pages before it."""
-    table, starts, counters = {}, {}, {}
+    pages before it that share its chapter number (none on a page of its own)."""
+    table, starts, per_chapter = {}, {}, {}
+    numbers = chapter_numbers()
     for path in paths:
         nb = _read_page(path)
+        prefix = numbers.get(path.stem, "")
+        # unnumbered pages (the root) count on among themselves, as Sphinx does
+        counters = per_chapter.setdefault(prefix, {})
         starts[path.stem] = dict(counters)
         found = collect_targets(path, nb, counters)
         dup = set(found) & set(table)
@@ -380,7 +432,8 @@ class Converter:
         self.chapter = chapter
         self.targets = targets
         self.bib = bib
-        self.counters = dict(start or {})  # numbers used by the chapters before this one
+        self.counters = dict(start or {})  # numbers used before, within this chapter
+        self.prefix = chapter_numbers().get(chapter, "")  # "7" in chapter 7
         self.glue = glue or {}  # {name: mime bundle} from the executed chapter
         self.glue_missing = []  # names quoted in the text without a value here
 
@@ -447,8 +500,9 @@ class Converter:
 
     def _count(self, kind, label):
         """Number of this exercise or statement; checked against the label table."""
-        self.counters[kind] = self.counters.get(kind, 0) + 1
-        number = self.counters[kind]
+        key = counter_kind(kind)
+        self.counters[key] = self.counters.get(key, 0) + 1
+        number = format_number(self.prefix, self.counters[key])
         if label and self._target(label).number != number:
             raise AssertionError(f"{self.chapter}: {label} numbered {number}, "
                                  f"expected {self._target(label).number}")
@@ -820,6 +874,12 @@ def convert(path: Path, targets: dict, bib: Bibliography, version: str, url: str
                     f"**Figure {t.number}.** {caption}"))
         else:
             cells.append(nbformat.v4.new_raw_cell(cell.source))
+    if conv.prefix:  # the title carries the chapter's number, as in the book
+        for c in cells:
+            if c.cell_type == "markdown" and re.search(r"^# ", c.source, re.M):
+                c.source = re.sub(r"^# (.+)$", rf"# {conv.prefix}. \1", c.source, count=1,
+                                  flags=re.M)
+                break
     if bib.cited:
         entries = [f"- {bib.entry(k)}" for k in bib.cited]
         cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + "\n".join(entries)))

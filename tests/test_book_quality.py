@@ -733,3 +733,75 @@ def test_planted_unreferenced_figure():
                                                         {"book/ch.html": ref + bare})
     empty = ref + _figure("fig-a", caption=" ")
     assert "fig-a: no caption" in _figures_check("book/ch.html", {"book/ch.html": empty})
+
+
+# ======================================================================================
+# Numbering within chapters (issue 31): "Theorem 7.3", "(5.2)", "Fig. 4.1", "Exercise 4.2"
+# ======================================================================================
+
+def chapter_numbers() -> dict[str, int]:
+    """{docname: chapter number} from _toc.yml: every part is ``numbered: true`` and the
+    numbers run on across the parts (``use_multitoc_numbering``); a nested page has its
+    chapter's number."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    out, n = {}, 0
+
+    def nested(node, number):
+        for sub in node.get("sections", []) or []:
+            out[sub["file"]] = number
+            nested(sub, number)
+
+    for part in toc["parts"]:
+        for chapter in part["chapters"]:
+            if part.get("numbered"):
+                n += 1
+                out[chapter["file"]] = n
+                nested(chapter, n)
+    return out
+
+
+NUMBERED_THING = re.compile(
+    r'class="caption-number">(?P<fig>Fig\.) (?P<fn>[\d.]+)'
+    r'|<span class="eqno">\((?P<en>[\d.]+)\)'
+    r'|class="admonition-title">\s*(?:<span class="caption-number">)?'
+    r'(?P<kind>Theorem|Lemma|Proposition|Corollary|Definition|Conjecture|Exercise)'
+    r' (?P<tn>[\d.]+)')
+
+
+def numbering_problems(html: str, number: int) -> tuple[list[str], dict[str, int]]:
+    """Figures, equations, results and exercises of a page of chapter ``number`` whose
+    number is not "number.k"; and how many of each kind were seen."""
+    problems, seen = [], {}
+    if not re.search(rf'<h1>\s*<span class="section-number">{number}\.\s*</span>', html):
+        problems.append(f"the title does not carry the chapter number {number}")
+    for m in NUMBERED_THING.finditer(html):
+        kind = "figure" if m["fig"] else "equation" if m["en"] else m["kind"]
+        value = m["fn"] or m["en"] or m["tn"]
+        seen[kind] = seen.get(kind, 0) + 1
+        if not re.fullmatch(rf"{number}\.\d+", value.rstrip(".")):
+            problems.append(f"{kind} numbered {value}, not {number}.k")
+    return problems, seen
+
+
+@pytest.mark.parametrize("docname", ["book/stability", "book/rate", "book/fluid"])
+def test_chapter_numbers_results_equations_figures(docname):
+    """A main chapter's title, theorems, lemmas, equations, figures and exercises carry its
+    chapter's number ("Theorem 9.1", "(9.2)", "Fig. 9.3", "Exercise 9.4"), not the
+    book-wide counts ("Lemma 16") that confused readers."""
+    require_build()
+    number = chapter_numbers()[docname]
+    html = (HTML / f"{docname}.html").read_text(encoding="utf-8")
+    problems, seen = numbering_problems(html, number)
+    assert not problems, f"{docname} (chapter {number}):\n" + "\n".join(problems[:10])
+    assert seen.get("Theorem") and seen.get("figure") and seen.get("equation"), seen
+    assert seen.get("Exercise"), seen
+
+
+def test_planted_chapter_numbering():
+    page = ('<h1><span class="section-number">7. </span>Stability</h1>'
+            '<p class="admonition-title"><span class="caption-number">Theorem 7.1 </span>'
+            '<span class="caption-number">Fig. 7.2 </span><span class="eqno">(7.3)')
+    assert numbering_problems(page, 7) == ([], {"Theorem": 1, "figure": 1, "equation": 1})
+    assert numbering_problems(page.replace("Theorem 7.1", "Theorem 16"), 7)[0] == [
+        "Theorem numbered 16, not 7.k"]
+    assert numbering_problems(page, 8)[0][0].startswith("the title")

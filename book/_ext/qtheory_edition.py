@@ -141,12 +141,13 @@ def _config_inited(app: Sphinx, config) -> None:
     config.html_theme_options = options
 
 
-def _global_numbers(app: Sphinx) -> None:
-    """Figures and equations numbered through the whole PDF, as in the HTML ("Fig. 3",
-    "(15)"): the HTML's table of contents is not numbered, so Sphinx counts each kind on
-    across chapters; sphinx-jupyterbook-latex would restart them in every chapter."""
+def _chapter_numbers(app: Sphinx) -> None:
+    """Figures, equations and results numbered within their chapter in the PDF, as in the
+    HTML ("Fig. 4.1", "(5.2)", "Theorem 7.3": every part of _toc.yml is numbered and
+    ``numfig_secnum_depth`` is 1); the LaTeX builder must not count them through the whole
+    book."""
     if app.builder.format == "latex":
-        app.config["numfig_secnum_depth"] = 0
+        app.config["numfig_secnum_depth"] = 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ def setup(app: Sphinx):
 
     app.connect("config-inited", _config_inited)
     # after sphinx-jupyterbook-latex, which asks for per-chapter numbers (2) with parts
-    app.connect("builder-inited", _global_numbers, priority=900)
+    app.connect("builder-inited", _chapter_numbers, priority=900)
     app.connect("doctree-resolved", _drop_browser_only)
     # after sphinx-book-theme has filled the header buttons (its priority is the default 500)
     app.connect("html-page-context", _add_pdf_button, priority=900)
