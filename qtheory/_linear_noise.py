@@ -217,6 +217,27 @@ def _regime_eigmax_secular(lam, p, K):
     return -(c * excess * -math.expm1(-(ph + log_rho)))
 
 
+def top_is_critical(lam, p, K, top):
+    r"""Whether :math:`\lambda s^I_K = p` to rounding, K the top level and ``top`` = s^I_K.
+
+    :math:`s^I_K = r^K - \frac{p}{1-p}\sum_{j<K} r^j` (:math:`r = \lambda/(1-p)`) is a
+    difference of terms of size :math:`r^K`, so its rounding error is a few eps times
+    :math:`r^K`, not times :math:`s^I_K`: the tolerance is
+    :math:`64\,\varepsilon \max(p, \lambda r^K)`.  On the line ``lam + p = 1`` (r = 1)
+    this is :math:`64\,\varepsilon\lambda`: at (0.99, 0.01) the computed
+    :math:`p - \lambda s^I_{98}` is 4.9e-16, above :math:`64\,\varepsilon p`; for tiny p
+    it stays a relative tolerance on p (at ``p = 1e-300`` nothing is flagged).
+    """
+    if K == 0:
+        scale = max(p, lam)
+    else:
+        try:
+            scale = max(p, lam * (lam / (1.0 - p)) ** K)
+        except OverflowError:
+            scale = math.inf
+    return abs(lam * top - p) <= 64 * np.finfo(float).eps * scale
+
+
 def relaxation_rate(lam, p):
     """:func:`qtheory.relaxation_rate` for validated ``lam`` and ``p``.
 
@@ -228,7 +249,7 @@ def relaxation_rate(lam, p):
         return (1.0 - math.sqrt(lam)) ** 2
     K = _inv.top_level(lam, p)
     top = _inv.level(lam, p, K) if K else 1.0
-    critical = abs(lam * top - p) <= 64 * np.finfo(float).eps * max(p, lam * top)
+    critical = top_is_critical(lam, p, K, top)
     if K == 0:
         return (1.0 - p) if critical else math.inf
     rate = -regime_matrix_eigmax(lam, p, K)

@@ -678,10 +678,12 @@ def relaxation_rate(lam, p):
         :math:`\mu = -\max \operatorname{spec}(A_{i^*})`, per mean service time, where
         :math:`A_{i^*}` is the matrix of the fluid model linearized at the invariant
         state (exactly linear near it: the top level :math:`i^*` is fixed there).  When
-        the invariant state sits on the switching surface (:math:`\lambda s_{i^*} = p`,
-        e.g. ``lam + p = 1``) a perturbation may open level :math:`i^*+1`, and the
-        smaller of the rates of both regimes is returned.  For ``lam < p`` the fluid
-        empties in finite time: ``math.inf``.  For ``p = 0`` (an M/M/1 queue per
+        the invariant state sits on the switching surface (:math:`\lambda s_{i^*} = p`
+        to rounding, tolerance :math:`64\,\varepsilon\max(p, \lambda r^{i^*})`; on the
+        line ``lam + p = 1`` exactly when ``lam/p`` is an integer, as at (0.9, 0.1)) a
+        perturbation may open level :math:`i^*+1`, and the smaller of the rates of both
+        regimes is returned.  For ``lam < p`` the fluid empties in finite time:
+        ``math.inf``.  For ``p = 0`` (an M/M/1 queue per
         station, infinitely many levels): :math:`(1-\sqrt\lambda)^2`, the spectral gap
         of the M/M/1 queue.  Distances decay like :math:`e^{-\mu t}` for large t.
 

@@ -51,13 +51,12 @@ from scipy import stats
 
 from ._validation import (check_flag, check_lam, check_n_stations, check_p,
                           check_positive_int, check_real, check_seed, real_array)
+from ._linear_noise import top_is_critical
 from .invariant import invariant_state, invariant_tail_sums
 
 __all__ = ["CovarianceLimit", "RateConstants", "RateLowerBound", "covariance_limit",
            "rate_constants", "rate_lower_bound"]
 
-# Relative tolerance for the critical case lam * s^I_{i*} = p (as qtheory.relaxation_rate).
-_CRIT_TOL = 64 * np.finfo(float).eps
 # Largest top level for which the Perron-route constants are computed (a dense
 # eigenvector of a tridiagonal matrix of this order takes well under a second).
 _PERRON_MAX_LEVELS = 5000
@@ -116,7 +115,8 @@ class RateConstants:
         capacity left after the arrivals that climb above the top level; 0 at a critical
         top level.
     critical : bool
-        True when :math:`\delta = 0` to rounding (relative tolerance 64 eps, as in
+        True when :math:`\delta = 0` to rounding (tolerance
+        :math:`64\,\varepsilon\max(p, \lambda r^{i^*})`, as in
         :func:`qtheory.relaxation_rate`).
     invariant_state : ndarray of float64, shape (i* + 1,)
         :math:`s^I`.
@@ -450,7 +450,7 @@ def rate_constants(lam, p):
     K = sI.size - 1
     top = float(sI[K]) if K else 1.0
     delta = p - lam * top
-    critical = bool(abs(delta) <= _CRIT_TOL * max(p, lam * top))
+    critical = bool(top_is_critical(lam, p, K, top))
     delta = 0.0 if critical else max(delta, 0.0)
     inf, nan = math.inf, math.nan
     vI = invariant_tail_sums(lam, p) if K else np.zeros(1)
@@ -650,7 +650,7 @@ def rate_lower_bound(lam, p):
     K = sI.size - 1
     top = float(sI[K]) if K else 1.0
     delta = p - lam * top
-    critical = bool(abs(delta) <= _CRIT_TOL * max(p, lam * top))
+    critical = bool(top_is_critical(lam, p, K, top))
     delta = 0.0 if critical else max(delta, 0.0)
     c = lam * top
     return RateLowerBound(lam=lam, p=p, top_level=K, delta=delta, critical=critical,

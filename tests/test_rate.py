@@ -83,6 +83,23 @@ def test_critical_point_closed_forms():
     assert rc.top_sq_c == pytest.approx(0.9 * 10 / 0.9, rel=1e-12)
 
 
+@pytest.mark.parametrize("lam,p", [(0.95, 0.05), (0.9, 0.1), (0.8, 0.2), (0.75, 0.25),
+                                   (0.99, 0.01), (0.999, 0.001)])
+def test_critical_flag_relative_tolerance(lam, p):
+    """On lam + p = 1 (r = 1) the top is critical iff lam/p is an integer: these points.
+    Rounding in s^I leaves a delta of a few eps (about 8.5e-16 at (0.95, 0.05)), which
+    the relative tolerance absorbs, in rate_constants and rate_lower_bound alike."""
+    rc = qt.rate_constants(lam, p)
+    lb = qt.rate.rate_lower_bound(lam, p)
+    assert rc.critical and rc.delta == 0.0 and math.isinf(rc.c1_top)
+    assert lb.critical and lb.delta == 0.0 and math.isfinite(lb.rms_c)
+    # relaxation_rate uses the same tolerance: it reports the slower regime (top i* + 1)
+    assert qt.relaxation_rate(lam, p) < rc.mu
+    # a point a relative 1e-9 off is not flagged: the tolerance is tiny
+    off = qt.rate_constants(lam, p * (1 + 1e-9))
+    assert not off.critical and off.delta > 0
+
+
 def test_light_traffic_constants():
     rc = qt.rate_constants(0.3, 0.5)
     assert rc.top_level == 0 and not rc.critical

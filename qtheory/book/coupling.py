@@ -514,7 +514,8 @@ class CountingBound:
     m : int
         The number of blocks giving the smallest bound.
     bound : float
-        :math:`\min_m R_N(T/m)`.
+        :math:`\min R_N(T/m)` over the ``m_values`` tried: a valid bound for the run,
+        never below the lemma's :math:`\inf_m R_N(T/m)` over all :math:`m \ge 1`.
     clock_error : float
         :math:`d_N` of the run.
     block_error : float

@@ -137,6 +137,8 @@ def martingale_tolerance(n_stations, lam, p, t_end, *, s0=None, n_times=201,
     :math:`z \sqrt{4 R_i / N}`; Chebyshev gives a per-level exceedance probability of
     at most :math:`1/z^2` for the martingale part.  The fluid flow does not amplify
     l1 differences (it is l1 non-expansive), so this is the scale of the deviation.
+    It is a heuristic scale, not a proved bound: :math:`R_i` is evaluated on the fluid
+    path instead of the N-system's, and the compensator's own deviation is left out.
 
     Parameters
     ----------
