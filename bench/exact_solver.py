@@ -2,14 +2,16 @@
 
 For each case, ``exact_stationary(..., boundary_mass=target)`` chooses max_queue (pilot
 solves, geometric extrapolation, a check of the boundary mass) and solves the chain by
-ILU(0)-preconditioned GMRES(60); its total time includes the pilots.  At the max_queue it
+the method="auto" chooses (ILU(0)-preconditioned GMRES(60), or multilevel aggregation
+cycles for four or more stations); its total time includes the pilots.  At the max_queue it
 chose, the same replaced system (pi Q = 0 with the empty state's equation replaced by
 pi_0 = 1) is then handed to SciPy's ``spsolve`` (SuperLU, COLAMD) and to SciPy's
 ``gmres`` without a preconditioner (restart 60, rtol 1e-10), each in a child process
 killed at CAP seconds ("> cap").  Every solve runs in its own child process on one
 thread, one after the other, so the ratios are measured under the same machine load.
 
-Run: ``python bench/exact_solver.py [cap_seconds] [ours_cap_seconds]``.
+Run: ``python bench/exact_solver.py [cap_seconds] [ours_cap_seconds] [N,...]`` (the
+last argument keeps only the cases with these numbers of stations).
 """
 
 import json
@@ -25,6 +27,8 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 CASES = [(2, 0.99, 0.05, 1e-5), (5, 0.9, 0.1, 1e-5), (6, 0.9, 0.1, 1e-5)]
 CAP = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
 OURS_CAP = float(sys.argv[2]) if len(sys.argv) > 2 else 900.0
+if len(sys.argv) > 3:
+    CASES = [c for c in CASES if c[0] in {int(v) for v in sys.argv[3].split(",")}]
 
 
 def _ours(n, lam, p, target, q):
@@ -37,10 +41,10 @@ def _ours(n, lam, p, target, q):
                                  memory_limit=16e9,
                                  progress=False)
     dt = time.perf_counter() - t0
-    est = exact_cost_estimate(n, r.max_queue)
+    est = exact_cost_estimate(n, r.max_queue, r.method)
     q.put(dict(seconds=dt, K=r.max_queue, states=r.n_states, bm=r.boundary_mass,
                its=r.iterations, last_solve=r.seconds, est_seconds=est.seconds,
-               mean=r.mean_queue_length))
+               mean=r.mean_queue_length, method=r.method))
 
 
 def _system(n, lam, p, K):
@@ -108,7 +112,7 @@ def main():
             continue
         K = ours["K"]
         line = (f"N={n} lam={lam} p={p}: ours {ours['seconds']:.1f} s total "
-                f"(last solve {ours['last_solve']:.1f} s, {ours['its']} its; estimate "
+                f"(last solve {ours['method']} {ours['last_solve']:.1f} s, {ours['its']} its; estimate "
                 f"{ours['est_seconds']:.0f} s) K={K} states={ours['states']:,} "
                 f"boundary mass {ours['bm']:.2e}")
         row = dict(case=[n, lam, p, target], ours=ours)
