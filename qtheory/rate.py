@@ -53,8 +53,8 @@ from ._validation import (check_flag, check_lam, check_n_stations, check_p,
                           check_positive_int, check_real, check_seed, real_array)
 from .invariant import invariant_state, invariant_tail_sums
 
-__all__ = ["CovarianceLimit", "RateConstants", "RateLowerBound", "covariance_limit",
-           "rate_constants", "rate_lower_bound"]
+__all__ = ["CovarianceLimit", "QuarticBounds", "RateConstants", "RateLowerBound",
+           "covariance_limit", "quartic_bounds", "rate_constants", "rate_lower_bound"]
 
 # Relative tolerance for the critical case lam * s^I_{i*} = p (as qtheory.relaxation_rate).
 _CRIT_TOL = 64 * np.finfo(float).eps
@@ -762,6 +762,26 @@ class CovarianceLimit:
         return float(4 * self.kappa * (np.linalg.norm(dD) + np.linalg.norm(R))
                      + 4 * math.sqrt(K) * cross + w)
 
+    def proved_error_bound(self, n_stations):
+        r"""Unconditional bound on :math:`\|N E[x x^\top] - \Sigma\|_F` at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :meth:`error_bound` with :math:`m` and :math:`w` replaced by their proved
+            bounds (:meth:`QuarticBounds.below_top_bound`,
+            :meth:`QuarticBounds.top_sq_bound`; theorem ``rate-thm-quartic``); of order
+            :math:`N^{-1/2}`.
+        """
+        qb = quartic_bounds(self.lam, self.p)
+        return self.error_bound(n_stations, qb.below_top_bound(n_stations),
+                                qb.top_sq_bound(n_stations))
+
 
 def covariance_limit(lam, p):
     r"""The covariance limit of the stationary fluctuations below a non-critical top.
@@ -826,3 +846,286 @@ def covariance_limit(lam, p):
     return CovarianceLimit(lam=lam, p=p, top_level=K, B=B, D=D, sigma_u=sig_u,
                            sigma=sigma, kappa=kappa,
                            energy_e=lam * Kr * T1 / (1.0 - p))
+
+
+@dataclass(frozen=True)
+class QuarticBounds:
+    r"""Constants of the higher-moment bounds below a non-critical top (``rate-thm-quartic``).
+
+    For :math:`0 < p < \lambda < 1` with :math:`\delta > 0` and every :math:`N \ge 1`,
+    the generator applied to the square of the energy
+    :math:`F = \sum_{i \le i^*+1} r^{-i}u_i^2` and to :math:`W^3` gives, with
+    :math:`X = \sum_{i \le i^*} r^{-i}x_i^2` (:math:`x_i = s^N_i - s^I_i`) and
+    :math:`W` the mass above the fluid top (jobs per station),
+
+    .. math::
+
+        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[W^3] \le \frac{K_3(N)}{N^2}, \qquad
+        N E[W^2] \le \frac{K_W(N)}{N}, \qquad P(M < i) \le \frac{K_X(N)}{\xi_i^2 N^2},
+
+    where :math:`K_X, K_3, K_W` decrease in N to finite limits.  Hence the conditions
+    (C1) :math:`N E[W^2] \to 0` and (C2) :math:`N P(M < i^*) \to 0` of the book hold,
+    and the lower bounds of order :math:`N^{-1/2}` below are explicit at every N.
+
+    Attributes
+    ----------
+    lam, p : float
+        The inputs.
+    top_level : int
+        :math:`i^*` (``>= 1``).
+    r : float
+        :math:`\lambda/(1-p)`.
+    delta : float
+        :math:`\delta = p - \lambda s^I_{i^*} > 0`.
+    T : float
+        :math:`T_{i^*+1} = \sum_{i=1}^{i^*+1} r^{-i}`.
+    c_F : float
+        :math:`c_F = \sum_{j=0}^{i^*} (i^*+1-j) r^j`: :math:`F \le c_F(X + r^{-(i^*+1)}W^2)`.
+    kappa : float
+        :math:`\kappa = \frac52(1+\lambda)T c_F`.
+    xi : ndarray, shape (i*,)
+        :math:`\xi_i = \sum_{j=i}^{i^*} r^{-j}(s^I_j)^2`, the value of :math:`X` on
+        :math:`\{M < i\}` at least.
+    tail_sums : ndarray, shape (i*,)
+        :math:`v^I_i`, :math:`i = 1..i^*`.
+    longest_c : ndarray, shape (i*,)
+        The constants of ``rate-cor-top``: :math:`P(M < i) \le` ``longest_c[i-1]`` / N.
+    """
+
+    lam: float
+    p: float
+    top_level: int
+    r: float
+    delta: float
+    T: float
+    c_F: float
+    kappa: float
+    xi: np.ndarray = field(repr=False)
+    tail_sums: np.ndarray = field(repr=False)
+    longest_c: np.ndarray = field(repr=False)
+
+    def _J(self, n):
+        lam, p, r, d, T, k = self.lam, self.p, self.r, self.delta, self.T, self.kappa
+        rn = r ** (self.top_level + 1)
+        return (k * lam * T / (1 - p)
+                + (2 * k ** 2 * lam * rn * T / d ** 2 + (1 + lam) * T ** 2 / 2) / n)
+
+    def _KX(self, n):
+        return 2 * (1 + self.r) * self._J(n) / (1 - self.p)
+
+    def _K3(self, n):
+        return 2 * self.r ** (2 * (self.top_level + 1)) * self._J(n) / self.delta
+
+    def _KW(self, n):
+        lam, r, d, K, T = self.lam, self.r, self.delta, self.top_level, self.T
+        return (2 / d) * ((1 + lam) * lam * r ** (K + 1) * T / d
+                          + lam * self._K3(n) ** (2 / 3)
+                          * (2 * lam * r ** (2 * K) * self._KX(n) / d) ** (1 / 3))
+
+    def fourth_moment_bound(self, n_stations):
+        r"""Bound on :math:`E[X^2]`, :math:`X = \sum_{i \le i^*} r^{-i}(s^N_i - s^I_i)^2`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            :math:`K_X(N)/N^2` (jobs per station, to the fourth power); same shape as
+            ``n_stations``.  :math:`E[(s^N_i - s^I_i)^4] \le r^{2i}` times this.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self._KX(n) / n ** 2, scalar)
+
+    def top_cube_bound(self, n_stations):
+        r"""Bound on :math:`E[(W^N)^3]` (mass above the top, cubed): :math:`K_3(N)/N^2`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            Same shape as ``n_stations``.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self._K3(n) / n ** 2, scalar)
+
+    def top_sq_bound(self, n_stations):
+        r"""Bound on :math:`w = N E[(W^N)^2]` (condition (C1)): :math:`K_W(N)/N`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            Same shape as ``n_stations``; tends to 0 like :math:`1/N`.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self._KW(n) / n, scalar)
+
+    def longest_bound(self, n_stations):
+        r"""Bounds on :math:`P(M^N < i)`, :math:`i = 1..i^*`, at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        ndarray, shape (i*,)
+            :math:`\min\bigl(K_X(N)/(\xi_i^2N^2),\ c_i/N\bigr)`, :math:`c_i` the constant
+            of ``rate-cor-top`` (probabilities).
+        """
+        n = _n_float(check_n_stations(n_stations))
+        return np.minimum(self._KX(n) / (self.xi ** 2 * n ** 2), self.longest_c / n)
+
+    def below_top_bound(self, n_stations):
+        r"""Bound on :math:`m = N P(M^N < i^*)` (condition (C2)).
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            N times the last entry of :meth:`longest_bound`; tends to 0 like :math:`1/N`.
+        """
+        n = _n_float(check_n_stations(n_stations))
+        return float(n * self.longest_bound(n_stations)[-1])
+
+    def _eps(self, n, pm):
+        lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
+        ri = _powers(r, -K, -1)[::-1]                        # r^{-i}, i = 1..K
+        idle = p * float(np.sum(ri * self.tail_sums * pm)) * n
+        cross = lam * r ** -(K + 1) * math.sqrt(self._KW(n) * lam * r ** K * T / (1 - p))
+        return (idle + cross / math.sqrt(n)) / (1 - p)
+
+    def l2_lower(self, n_stations):
+        r"""Lower bound on :math:`E\sum_{i \le i^*}(s^N_i - s^I_i)^2` at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :math:`\min(r, r^{i^*})\,(1 - \varepsilon_N)^+/N` (jobs per station, squared),
+            with :math:`\varepsilon_N = O(N^{-1/2})` of ``rate-cor-sharp``.
+        """
+        n = _n_float(check_n_stations(n_stations))
+        eps = self._eps(n, self.longest_bound(n_stations))
+        return min(self.r, self.r ** self.top_level) * max(1.0 - eps, 0.0) / n
+
+    def l1_lower(self, n_stations):
+        r"""Lower bound on :math:`E\|s^N - s^I\|_1` at one N (order :math:`N^{-1/2}`).
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :math:`\sqrt{\min(r, r^{i^*})}\,((1-\varepsilon_N)^+)^{3/2}/\sqrt{K_X(N)N}`
+            (jobs per station); 0 while :math:`\varepsilon_N \ge 1`.
+        """
+        n = _n_float(check_n_stations(n_stations))
+        eps = self._eps(n, self.longest_bound(n_stations))
+        m = min(self.r, self.r ** self.top_level)
+        return math.sqrt(m) * max(1.0 - eps, 0.0) ** 1.5 / math.sqrt(self._KX(n) * n)
+
+    def top_mass_limit_error(self, n_stations):
+        r"""Bound on :math:`|N E W^N - \rho/(1-\rho)|`, :math:`\rho = \lambda s^I_{i^*}/p`.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :math:`\frac1\delta\bigl(\lambda \bar d + \lambda\sqrt{K_W\lambda r^{i^*}T/(1-p)}
+            /\sqrt N + (1-p)K_W/N\bigr)`, :math:`\bar d = \frac{p}{1-p}\sum_{j \le i^*}
+            r^{i^*-j}\pi_j`, :math:`\pi_j` from :meth:`longest_bound`; order
+            :math:`N^{-1/2}`.
+        """
+        n = _n_float(check_n_stations(n_stations))
+        lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
+        pm = self.longest_bound(n_stations)
+        dbar = p / (1 - p) * float(np.sum(_powers(r, 0, K - 1)[::-1] * pm))
+        KW = self._KW(n)
+        return (lam * dbar + lam * math.sqrt(KW * lam * r ** K * T / (1 - p) / n)
+                + (1 - p) * KW / n) / self.delta
+
+
+def quartic_bounds(lam, p):
+    r"""Constants of the proved moment bounds of order three and four below the top.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p < lam`` with a non-critical top level
+        (:math:`\delta = p - \lambda s^I_{i^*} > 0`).
+
+    Returns
+    -------
+    QuarticBounds
+        Its methods evaluate, at given N, the bounds on :math:`E[X^2]`,
+        :math:`E[W^3]`, :math:`N E[W^2]`, :math:`P(M < i)`, and the lower bounds of
+        order :math:`N^{-1/2}` on the distance to :math:`s^I`.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``(0, 1)``, ``p`` outside ``(0, lam)``, or the top level is
+        critical (``delta = 0``).
+
+    References
+    ----------
+    The book's appendix ``book/lemmas-rate.md`` (theorem ``rate-thm-quartic``,
+    corollary ``rate-cor-sharp``).
+
+    Examples
+    --------
+    >>> qb = quartic_bounds(0.7, 0.2)
+    >>> qb.top_level, qb.top_sq_bound(10**6) < qb.top_sq_bound(10**3)
+    (3, True)
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if not 0.0 < p < lam:
+        raise ValueError(f"p must satisfy 0 < p < lam (a populated top level), got p={p}, "
+                         f"lam={lam}")
+    rc = rate_constants(lam, p)
+    K = rc.top_level
+    if rc.critical or rc.delta <= 0.0:
+        raise ValueError(f"p: the top level is critical at lam={lam}, p={p} (delta = 0); "
+                         f"the moment bounds need delta > 0")
+    r = rc.r
+    T = float(_powers(r, -(K + 1), -1).sum())
+    cF = float(np.sum((K + 1 - np.arange(K + 1)) * _powers(r, 0, K)))
+    kappa = 2.5 * (1 + lam) * T * cF
+    sI = rc.invariant_state
+    terms = _powers(r, -K, -1)[::-1] * sI[1:K + 1] ** 2      # r^{-j}(s^I_j)^2, j = 1..K
+    xi = np.cumsum(terms[::-1])[::-1]
+    vI = invariant_tail_sums(lam, p)[1:K + 1]
+    return QuarticBounds(lam=lam, p=p, top_level=K, r=r, delta=rc.delta, T=T, c_F=cF,
+                         kappa=kappa, xi=xi, tail_sums=np.asarray(vI, dtype=float),
+                         longest_c=np.asarray(rc.longest_c, dtype=float))
