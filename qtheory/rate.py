@@ -850,42 +850,51 @@ def covariance_limit(lam, p):
 
 @dataclass(frozen=True)
 class QuarticBounds:
-    r"""Constants of the higher-moment bounds below a non-critical top (``rate-thm-quartic``).
+    r"""Constants of the moment bounds of order three and four (``rate-thm-quartic``).
 
-    For :math:`0 < p < \lambda < 1` with :math:`\delta > 0` and every :math:`N \ge 1`,
-    the generator applied to the square of the energy
-    :math:`F = \sum_{i \le i^*+1} r^{-i}u_i^2` and to :math:`W^3` gives, with
-    :math:`X = \sum_{i \le i^*} r^{-i}x_i^2` (:math:`x_i = s^N_i - s^I_i`) and
-    :math:`W` the mass above the fluid top (jobs per station),
+    For :math:`0 < \lambda < 1`, :math:`0 < p < 1`, a level :math:`n \ge i^*+1` with
+    :math:`\theta_n > 0` (:math:`\theta_{i^*+1} = \delta`, :math:`\theta_n = p` for
+    :math:`n \ge i^*+2`) and every :math:`N \ge 1`, the generator applied to the square
+    of the energy :math:`F = \sum_{i \le n} r^{-i}u_i^2` gives, with
+    :math:`X = \sum_{i < n} r^{-i}x_i^2` (:math:`x_i = s^N_i - s^I_i`) and the tail
+    :math:`v_n = \sum_{j \ge n} s^N_j` (jobs per station),
 
     .. math::
 
-        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[W^3] \le \frac{K_3(N)}{N^2}, \qquad
-        N E[W^2] \le \frac{K_W(N)}{N}, \qquad P(M < i) \le \frac{K_X(N)}{\xi_i^2 N^2},
+        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[v_n^3] \le \frac{K_3(N)}{N^2}, \qquad
+        P(M < i) \le \frac{K_X(N)}{\xi_i^2 N^2} \quad (1 \le i \le i^*),
 
-    where :math:`K_X, K_3, K_W` decrease in N to finite limits.  Hence the conditions
-    (C1) :math:`N E[W^2] \to 0` and (C2) :math:`N P(M < i^*) \to 0` of the book hold,
-    and the lower bounds of order :math:`N^{-1/2}` below are explicit at every N.
+    and, when :math:`\delta > 0` and :math:`n = i^*+1` (so :math:`v_n = W`), the cubic
+    identity of the top gives :math:`N E[W^2] \le K_W(N)/N`.  :math:`K_X, K_3, K_W`
+    decrease in N to finite limits.  The lower bounds of order :math:`N^{-1/2}`
+    (``rate-cor-sharp``) follow.
 
     Attributes
     ----------
     lam, p : float
         The inputs.
     top_level : int
-        :math:`i^*` (``>= 1``).
+        :math:`i^*`.
+    level : int
+        :math:`n` (:math:`i^*+1` when the top is not critical, :math:`i^*+2` when it is,
+        unless given).
+    theta : float
+        :math:`\theta_n`: :math:`\delta` for :math:`n = i^*+1`, :math:`p` otherwise.
     r : float
         :math:`\lambda/(1-p)`.
     delta : float
-        :math:`\delta = p - \lambda s^I_{i^*} > 0`.
+        :math:`\delta = p - \lambda s^I_{i^*}` (0 at a critical top).
+    critical : bool
+        True when :math:`\delta = 0` to rounding.
     T : float
-        :math:`T_{i^*+1} = \sum_{i=1}^{i^*+1} r^{-i}`.
+        :math:`T_n = \sum_{i=1}^{n} r^{-i}`.
     c_F : float
-        :math:`c_F = \sum_{j=0}^{i^*} (i^*+1-j) r^j`: :math:`F \le c_F(X + r^{-(i^*+1)}W^2)`.
+        :math:`c_F = \sum_{j=0}^{n-1} (n-j) r^j`: :math:`F \le c_F(X + r^{-n}v_n^2)`.
     kappa : float
-        :math:`\kappa = \frac52(1+\lambda)T c_F`.
+        :math:`\kappa = \frac52(1+\lambda)T_n c_F`.
     xi : ndarray, shape (i*,)
-        :math:`\xi_i = \sum_{j=i}^{i^*} r^{-j}(s^I_j)^2`, the value of :math:`X` on
-        :math:`\{M < i\}` at least.
+        :math:`\xi_i = \sum_{j=i}^{i^*} r^{-j}(s^I_j)^2`: :math:`X \ge \xi_i` on
+        :math:`\{M < i\}`.
     tail_sums : ndarray, shape (i*,)
         :math:`v^I_i`, :math:`i = 1..i^*`.
     longest_c : ndarray, shape (i*,)
@@ -895,8 +904,11 @@ class QuarticBounds:
     lam: float
     p: float
     top_level: int
+    level: int
+    theta: float
     r: float
     delta: float
+    critical: bool
     T: float
     c_F: float
     kappa: float
@@ -905,16 +917,22 @@ class QuarticBounds:
     longest_c: np.ndarray = field(repr=False)
 
     def _J(self, n):
-        lam, p, r, d, T, k = self.lam, self.p, self.r, self.delta, self.T, self.kappa
-        rn = r ** (self.top_level + 1)
+        lam, p, r, th, T, k = self.lam, self.p, self.r, self.theta, self.T, self.kappa
+        rn = r ** self.level
         return (k * lam * T / (1 - p)
-                + (2 * k ** 2 * lam * rn * T / d ** 2 + (1 + lam) * T ** 2 / 2) / n)
+                + (2 * k ** 2 * lam * rn * T / th ** 2 + (1 + lam) * T ** 2 / 2) / n)
 
     def _KX(self, n):
         return 2 * (1 + self.r) * self._J(n) / (1 - self.p)
 
     def _K3(self, n):
-        return 2 * self.r ** (2 * (self.top_level + 1)) * self._J(n) / self.delta
+        return 2 * self.r ** (2 * self.level) * self._J(n) / self.theta
+
+    def _need_top(self, what):
+        if self.critical or self.level != self.top_level + 1 or self.top_level == 0:
+            raise ValueError(f"p: {what} needs a non-critical top (delta > 0), i* >= 1 and "
+                             f"level = i* + 1; got delta={self.delta}, i*={self.top_level}, "
+                             f"level={self.level}")
 
     def _KW(self, n):
         lam, r, d, K, T = self.lam, self.r, self.delta, self.top_level, self.T
@@ -923,7 +941,7 @@ class QuarticBounds:
                           * (2 * lam * r ** (2 * K) * self._KX(n) / d) ** (1 / 3))
 
     def fourth_moment_bound(self, n_stations):
-        r"""Bound on :math:`E[X^2]`, :math:`X = \sum_{i \le i^*} r^{-i}(s^N_i - s^I_i)^2`.
+        r"""Bound on :math:`E[X^2]`, :math:`X = \sum_{i < n} r^{-i}(s^N_i - s^I_i)^2`.
 
         Parameters
         ----------
@@ -934,13 +952,14 @@ class QuarticBounds:
         -------
         float or ndarray
             :math:`K_X(N)/N^2` (jobs per station, to the fourth power); same shape as
-            ``n_stations``.  :math:`E[(s^N_i - s^I_i)^4] \le r^{2i}` times this.
+            ``n_stations``.  :math:`E[(s^N_i - s^I_i)^4] \le r^{2i}` times this
+            (:math:`i < n`).
         """
         n, scalar = _as_n(n_stations)
         return _out(self._KX(n) / n ** 2, scalar)
 
-    def top_cube_bound(self, n_stations):
-        r"""Bound on :math:`E[(W^N)^3]` (mass above the top, cubed): :math:`K_3(N)/N^2`.
+    def tail_cube_bound(self, n_stations):
+        r"""Bound on :math:`E[v_n^3]` (for :math:`n = i^*+1`, the mass above the top cubed).
 
         Parameters
         ----------
@@ -950,7 +969,7 @@ class QuarticBounds:
         Returns
         -------
         float or ndarray
-            Same shape as ``n_stations``.
+            :math:`K_3(N)/N^2`, same shape as ``n_stations``.
         """
         n, scalar = _as_n(n_stations)
         return _out(self._K3(n) / n ** 2, scalar)
@@ -967,7 +986,13 @@ class QuarticBounds:
         -------
         float or ndarray
             Same shape as ``n_stations``; tends to 0 like :math:`1/N`.
+
+        Raises
+        ------
+        ValueError
+            If the top is critical, :math:`i^* = 0`, or ``level`` is not :math:`i^*+1`.
         """
+        self._need_top("top_sq_bound")
         n, scalar = _as_n(n_stations)
         return _out(self._KW(n) / n, scalar)
 
@@ -985,7 +1010,9 @@ class QuarticBounds:
             :math:`\min\bigl(K_X(N)/(\xi_i^2N^2),\ c_i/N\bigr)`, :math:`c_i` the constant
             of ``rate-cor-top`` (probabilities).
         """
-        n = _n_float(check_n_stations(n_stations))
+        return self._longest(_n_float(check_n_stations(n_stations)))
+
+    def _longest(self, n):
         return np.minimum(self._KX(n) / (self.xi ** 2 * n ** 2), self.longest_c / n)
 
     def below_top_bound(self, n_stations):
@@ -1000,19 +1027,27 @@ class QuarticBounds:
         -------
         float
             N times the last entry of :meth:`longest_bound`; tends to 0 like :math:`1/N`.
-        """
-        n = _n_float(check_n_stations(n_stations))
-        return float(n * self.longest_bound(n_stations)[-1])
 
-    def _eps(self, n, pm):
+        Raises
+        ------
+        ValueError
+            If :math:`i^* = 0`.
+        """
+        if self.top_level == 0:
+            raise ValueError("p: below_top_bound needs a populated top level (p < lam)")
+        n = _n_float(check_n_stations(n_stations))
+        return float(n * self._longest(n)[-1])
+
+    def _eps(self, n):
         lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
+        pm = self._longest(n)
         ri = _powers(r, -K, -1)[::-1]                        # r^{-i}, i = 1..K
         idle = p * float(np.sum(ri * self.tail_sums * pm)) * n
         cross = lam * r ** -(K + 1) * math.sqrt(self._KW(n) * lam * r ** K * T / (1 - p))
         return (idle + cross / math.sqrt(n)) / (1 - p)
 
     def l2_lower(self, n_stations):
-        r"""Lower bound on :math:`E\sum_{i \le i^*}(s^N_i - s^I_i)^2` at one N.
+        r"""Below a non-critical top: lower bound on :math:`E\sum_{i \le i^*}(s^N_i - s^I_i)^2`.
 
         Parameters
         ----------
@@ -1024,10 +1059,15 @@ class QuarticBounds:
         float
             :math:`\min(r, r^{i^*})\,(1 - \varepsilon_N)^+/N` (jobs per station, squared),
             with :math:`\varepsilon_N = O(N^{-1/2})` of ``rate-cor-sharp``.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`top_sq_bound`.
         """
+        self._need_top("l2_lower")
         n = _n_float(check_n_stations(n_stations))
-        eps = self._eps(n, self.longest_bound(n_stations))
-        return min(self.r, self.r ** self.top_level) * max(1.0 - eps, 0.0) / n
+        return min(self.r, self.r ** self.top_level) * max(1.0 - self._eps(n), 0.0) / n
 
     def l1_lower(self, n_stations):
         r"""Lower bound on :math:`E\|s^N - s^I\|_1` at one N (order :math:`N^{-1/2}`).
@@ -1040,13 +1080,34 @@ class QuarticBounds:
         Returns
         -------
         float
-            :math:`\sqrt{\min(r, r^{i^*})}\,((1-\varepsilon_N)^+)^{3/2}/\sqrt{K_X(N)N}`
-            (jobs per station); 0 while :math:`\varepsilon_N \ge 1`.
+            Non-critical top (``level`` :math:`= i^*+1`):
+            :math:`\sqrt{\min(r, r^{i^*})}\,((1-\varepsilon_N)^+)^{3/2}/\sqrt{K_X(N)N}`.
+            Critical top (``level`` :math:`= i^*+2`): :math:`y^3/\sqrt{(i^*+1)^3
+            \sum_{i \le i^*+1} r^{2i}K_X(N)/N^2}` with :math:`y` the positive root of
+            :math:`c_0(y^2 + \beta y) = p/N`, :math:`c_0 = \max(1-p, \lambda)`,
+            :math:`\beta = (K_3(N)/N^2)^{1/3}` (jobs per station).
+
+        Raises
+        ------
+        ValueError
+            If the top is critical and ``level`` is not :math:`i^*+2`, or as
+            :meth:`top_sq_bound` otherwise.
         """
         n = _n_float(check_n_stations(n_stations))
-        eps = self._eps(n, self.longest_bound(n_stations))
-        m = min(self.r, self.r ** self.top_level)
-        return math.sqrt(m) * max(1.0 - eps, 0.0) ** 1.5 / math.sqrt(self._KX(n) * n)
+        K, r = self.top_level, self.r
+        if self.critical:
+            if self.level != K + 2:
+                raise ValueError(f"level: the critical lower bound uses level = i* + 2 = "
+                                 f"{K + 2}, got {self.level}")
+            c0 = max(1.0 - self.p, self.lam)
+            beta = (self._K3(n) / n ** 2) ** (1 / 3)
+            y = 0.5 * (-beta + math.sqrt(beta ** 2 + 4 * self.p / (c0 * n)))
+            d4 = (K + 1) ** 3 * float(_powers(r, 2, 2 * (K + 1))[::2].sum()) \
+                * self._KX(n) / n ** 2
+            return y ** 3 / math.sqrt(d4)
+        self._need_top("l1_lower")
+        m = min(r, r ** K)
+        return math.sqrt(m) * max(1.0 - self._eps(n), 0.0) ** 1.5 / math.sqrt(self._KX(n) * n)
 
     def top_mass_limit_error(self, n_stations):
         r"""Bound on :math:`|N E W^N - \rho/(1-\rho)|`, :math:`\rho = \lambda s^I_{i^*}/p`.
@@ -1063,39 +1124,48 @@ class QuarticBounds:
             /\sqrt N + (1-p)K_W/N\bigr)`, :math:`\bar d = \frac{p}{1-p}\sum_{j \le i^*}
             r^{i^*-j}\pi_j`, :math:`\pi_j` from :meth:`longest_bound`; order
             :math:`N^{-1/2}`.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`top_sq_bound`.
         """
+        self._need_top("top_mass_limit_error")
         n = _n_float(check_n_stations(n_stations))
         lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
-        pm = self.longest_bound(n_stations)
+        pm = self._longest(n)
         dbar = p / (1 - p) * float(np.sum(_powers(r, 0, K - 1)[::-1] * pm))
         KW = self._KW(n)
         return (lam * dbar + lam * math.sqrt(KW * lam * r ** K * T / (1 - p) / n)
                 + (1 - p) * KW / n) / self.delta
 
 
-def quartic_bounds(lam, p):
-    r"""Constants of the proved moment bounds of order three and four below the top.
+def quartic_bounds(lam, p, level=None):
+    r"""Constants of the proved moment bounds of order three and four.
 
     Parameters
     ----------
     lam : float
         Arrival rate per station, ``0 < lam < 1``.
     p : float
-        Centralization fraction, ``0 < p < lam`` with a non-critical top level
-        (:math:`\delta = p - \lambda s^I_{i^*} > 0`).
+        Centralization fraction, ``0 < p < 1``.
+    level : int, optional
+        The level :math:`n` of the energy, ``>= i* + 1``, and ``>= i* + 2`` at a
+        critical top.  Default: :math:`i^*+1` when the top is not critical (the bounds on
+        the mass above the top need it), :math:`i^*+2` when it is.
 
     Returns
     -------
     QuarticBounds
         Its methods evaluate, at given N, the bounds on :math:`E[X^2]`,
-        :math:`E[W^3]`, :math:`N E[W^2]`, :math:`P(M < i)`, and the lower bounds of
+        :math:`E[v_n^3]`, :math:`N E[W^2]`, :math:`P(M < i)`, and the lower bounds of
         order :math:`N^{-1/2}` on the distance to :math:`s^I`.
 
     Raises
     ------
     ValueError
-        If ``lam`` is outside ``(0, 1)``, ``p`` outside ``(0, lam)``, or the top level is
-        critical (``delta = 0``).
+        If ``lam`` is outside ``(0, 1)``, ``p`` outside ``(0, 1)``, or ``level`` is below
+        :math:`i^*+1` (below :math:`i^*+2` at a critical top) or above :math:`i^* + 60`.
 
     References
     ----------
@@ -1105,27 +1175,37 @@ def quartic_bounds(lam, p):
     Examples
     --------
     >>> qb = quartic_bounds(0.7, 0.2)
-    >>> qb.top_level, qb.top_sq_bound(10**6) < qb.top_sq_bound(10**3)
-    (3, True)
+    >>> qb.level, qb.top_sq_bound(10**6) < qb.top_sq_bound(10**3)
+    (4, True)
     """
     lam = check_lam(lam)
     p = check_p(p)
-    if not 0.0 < p < lam:
-        raise ValueError(f"p must satisfy 0 < p < lam (a populated top level), got p={p}, "
-                         f"lam={lam}")
+    if lam == 0.0:
+        raise ValueError("lam must satisfy 0 < lam < 1, got 0.0")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must satisfy 0 < p < 1, got {p}")
     rc = rate_constants(lam, p)
     K = rc.top_level
-    if rc.critical or rc.delta <= 0.0:
-        raise ValueError(f"p: the top level is critical at lam={lam}, p={p} (delta = 0); "
-                         f"the moment bounds need delta > 0")
-    r = rc.r
-    T = float(_powers(r, -(K + 1), -1).sum())
-    cF = float(np.sum((K + 1 - np.arange(K + 1)) * _powers(r, 0, K)))
+    crit = bool(rc.critical or rc.delta <= 0.0)
+    lo = K + 2 if crit else K + 1
+    if level is None:
+        level = lo
+    level = check_positive_int(level, "level")
+    if not lo <= level <= K + 60:
+        raise ValueError(f"level must satisfy {lo} <= level <= {K + 60} (i* = {K}"
+                         f"{', critical top' if crit else ''}), got {level}")
+    n, r = level, rc.r
+    theta = rc.delta if n == K + 1 else p
+    T = float(_powers(r, -n, -1).sum())
+    cF = float(np.sum((n - np.arange(n)) * _powers(r, 0, n - 1)))
     kappa = 2.5 * (1 + lam) * T * cF
     sI = rc.invariant_state
-    terms = _powers(r, -K, -1)[::-1] * sI[1:K + 1] ** 2      # r^{-j}(s^I_j)^2, j = 1..K
-    xi = np.cumsum(terms[::-1])[::-1]
-    vI = invariant_tail_sums(lam, p)[1:K + 1]
-    return QuarticBounds(lam=lam, p=p, top_level=K, r=r, delta=rc.delta, T=T, c_F=cF,
-                         kappa=kappa, xi=xi, tail_sums=np.asarray(vI, dtype=float),
-                         longest_c=np.asarray(rc.longest_c, dtype=float))
+    if K:
+        terms = _powers(r, -K, -1)[::-1] * sI[1:K + 1] ** 2  # r^{-j}(s^I_j)^2, j = 1..K
+        xi = np.cumsum(terms[::-1])[::-1]
+        vI = np.asarray(invariant_tail_sums(lam, p)[1:K + 1], dtype=float)
+    else:
+        xi = vI = np.zeros(0)
+    return QuarticBounds(lam=lam, p=p, top_level=K, level=n, theta=float(theta), r=r,
+                         delta=rc.delta, critical=crit, T=T, c_F=cF, kappa=kappa, xi=xi,
+                         tail_sums=vI, longest_c=np.asarray(rc.longest_c, dtype=float))
