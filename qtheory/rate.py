@@ -1109,6 +1109,33 @@ class QuarticBounds:
         m = min(r, r ** K)
         return math.sqrt(m) * max(1.0 - self._eps(n), 0.0) ** 1.5 / math.sqrt(self._KX(n) * n)
 
+    def l1_lower_limit(self):
+        r"""The limit of :math:`\sqrt N` times :meth:`l1_lower` as :math:`N \to \infty`.
+
+        Returns
+        -------
+        float
+            A lower bound on :math:`\liminf_N \sqrt N E\|s^N - s^I\|_1` (jobs per station
+            times :math:`\sqrt N`): :math:`\sqrt{\min(r, r^{i^*})/K_X(\infty)}` below a
+            non-critical top, :math:`(p/c_0)^{3/2}/\sqrt{(i^*+1)^3K_X(\infty)\sum_{i \le
+            i^*+1}r^{2i}}` at a critical one.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`l1_lower`.
+        """
+        K, r, KX = self.top_level, self.r, self._KX(math.inf)
+        if self.critical:
+            if self.level != K + 2:
+                raise ValueError(f"level: the critical lower bound uses level = i* + 2 = "
+                                 f"{K + 2}, got {self.level}")
+            c0 = max(1.0 - self.p, self.lam)
+            s = float(_powers(r, 2, 2 * (K + 1))[::2].sum())
+            return (self.p / c0) ** 1.5 / math.sqrt((K + 1) ** 3 * KX * s)
+        self._need_top("l1_lower_limit")
+        return math.sqrt(min(r, r ** K) / KX)
+
     def top_mass_limit_error(self, n_stations):
         r"""Bound on :math:`|N E W^N - \rho/(1-\rho)|`, :math:`\rho = \lambda s^I_{i^*}/p`.
 

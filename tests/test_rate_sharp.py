@@ -467,6 +467,11 @@ def test_quartic_bounds_rates_and_bad_input():
     assert qc.critical and qc.level == 10 and qc.theta == 0.1
     lc = [qc.l1_lower(10 ** k) * 10 ** (k / 2) for k in (12, 18, 24, 30)]
     assert all(0 < a < b for a, b in zip(lc, lc[1:]))
+    # sqrt(N) times the l1 bound increases to l1_lower_limit (both cases)
+    for q in (qb, qc):
+        lim = q.l1_lower_limit()
+        assert q.l1_lower(10 ** 30) * 1e15 == pytest.approx(lim, rel=1e-2)
+        assert all(q.l1_lower(10 ** k) * 10 ** (k / 2) <= lim for k in (10, 20, 30))
     with pytest.raises(ValueError, match="p"):
         qc.top_sq_bound(10)
     with pytest.raises(ValueError, match="level"):
