@@ -33,7 +33,11 @@ Lower bounds (:func:`rate_lower_bound`; the appendix ``book/lemmas-rate.md``, th
 :math:`E\|s^N - s^I\|_1^2 \ge p/((1-p+\lambda)N)`.  Below a non-critical top the
 generator applied to :math:`u_iu_j` gives, for every N, the Lyapunov equation of the
 linear-noise covariance with an explicit remainder (:func:`covariance_limit`,
-proposition ``rate-prop-covariance``).
+proposition ``rate-prop-covariance``).  Moments of order three and four
+(:func:`quartic_bounds`, theorem ``rate-thm-quartic``), from the generator applied to
+the square of the energy and to :math:`W^3`, make that remainder :math:`O(N^{-1/2})`
+and the order :math:`N^{-1/2}` of the distance exact, at critical tops too
+(corollary ``rate-cor-sharp``).
 
 The module also computes the constants of a first, weaker route (Perron weights and a
 smoothed :math:`\ell_1` norm; constants of order :math:`1/\mu`, :math:`\mu` the fluid
@@ -559,8 +563,9 @@ class RateLowerBound:
         :math:`E\|s^N - s^I\|_1^2 \ge` this over N.  NaN when the top is not critical.
     top_mass_limit : float
         :math:`\rho/(1-\rho) = \lambda s^I_{i^*}/\delta`, :math:`\rho = \lambda s^I_{i^*}/p`,
-        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`N W^N` is bounded
-        in some :math:`L^q`, :math:`q > 1` (``inf`` at a critical top).
+        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`p < \lambda` (proved:
+        the book's ``rate-cor-sharp``, with an error bound from
+        :meth:`QuarticBounds.top_mass_limit_error`; ``inf`` at a critical top).
     """
 
     lam: float
