@@ -33,7 +33,11 @@ Lower bounds (:func:`rate_lower_bound`; the appendix ``book/lemmas-rate.md``, th
 :math:`E\|s^N - s^I\|_1^2 \ge p/((1-p+\lambda)N)`.  Below a non-critical top the
 generator applied to :math:`u_iu_j` gives, for every N, the Lyapunov equation of the
 linear-noise covariance with an explicit remainder (:func:`covariance_limit`,
-proposition ``rate-prop-covariance``).
+proposition ``rate-prop-covariance``).  Moments of order three and four
+(:func:`quartic_bounds`, theorem ``rate-thm-quartic``), from the generator applied to
+the square of the energy and to :math:`W^3`, make that remainder :math:`O(N^{-1/2})`
+and the order :math:`N^{-1/2}` of the distance exact, at critical tops too
+(corollary ``rate-cor-sharp``).
 
 The module also computes the constants of a first, weaker route (Perron weights and a
 smoothed :math:`\ell_1` norm; constants of order :math:`1/\mu`, :math:`\mu` the fluid
@@ -54,8 +58,8 @@ from ._validation import (check_flag, check_lam, check_n_stations, check_p,
 from ._linear_noise import top_is_critical
 from .invariant import invariant_state, invariant_tail_sums
 
-__all__ = ["CovarianceLimit", "RateConstants", "RateLowerBound", "covariance_limit",
-           "rate_constants", "rate_lower_bound"]
+__all__ = ["CovarianceLimit", "QuarticBounds", "RateConstants", "RateLowerBound",
+           "covariance_limit", "quartic_bounds", "rate_constants", "rate_lower_bound"]
 
 # Largest top level for which the Perron-route constants are computed (a dense
 # eigenvector of a tridiagonal matrix of this order takes well under a second).
@@ -559,8 +563,9 @@ class RateLowerBound:
         :math:`E\|s^N - s^I\|_1^2 \ge` this over N.  NaN when the top is not critical.
     top_mass_limit : float
         :math:`\rho/(1-\rho) = \lambda s^I_{i^*}/\delta`, :math:`\rho = \lambda s^I_{i^*}/p`,
-        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`N W^N` is bounded
-        in some :math:`L^q`, :math:`q > 1` (``inf`` at a critical top).
+        the limit of :math:`N E W^N` when :math:`\delta > 0` and :math:`p < \lambda` (proved:
+        the book's ``rate-cor-sharp``, with an error bound from
+        :meth:`QuarticBounds.top_mass_limit_error`; ``inf`` at a critical top).
     """
 
     lam: float
@@ -762,6 +767,26 @@ class CovarianceLimit:
         return float(4 * self.kappa * (np.linalg.norm(dD) + np.linalg.norm(R))
                      + 4 * math.sqrt(K) * cross + w)
 
+    def proved_error_bound(self, n_stations):
+        r"""Unconditional bound on :math:`\|N E[x x^\top] - \Sigma\|_F` at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :meth:`error_bound` with :math:`m` and :math:`w` replaced by their proved
+            bounds (:meth:`QuarticBounds.below_top_bound`,
+            :meth:`QuarticBounds.top_sq_bound`; theorem ``rate-thm-quartic``); of order
+            :math:`N^{-1/2}`.
+        """
+        qb = quartic_bounds(self.lam, self.p)
+        return self.error_bound(n_stations, qb.below_top_bound(n_stations),
+                                qb.top_sq_bound(n_stations))
+
 
 def covariance_limit(lam, p):
     r"""The covariance limit of the stationary fluctuations below a non-critical top.
@@ -826,3 +851,393 @@ def covariance_limit(lam, p):
     return CovarianceLimit(lam=lam, p=p, top_level=K, B=B, D=D, sigma_u=sig_u,
                            sigma=sigma, kappa=kappa,
                            energy_e=lam * Kr * T1 / (1.0 - p))
+
+
+@dataclass(frozen=True)
+class QuarticBounds:
+    r"""Constants of the moment bounds of order three and four (``rate-thm-quartic``).
+
+    For :math:`0 < \lambda < 1`, :math:`0 < p < 1`, a level :math:`n \ge i^*+1` with
+    :math:`\theta_n > 0` (:math:`\theta_{i^*+1} = \delta`, :math:`\theta_n = p` for
+    :math:`n \ge i^*+2`) and every :math:`N \ge 1`, the generator applied to the square
+    of the energy :math:`F = \sum_{i \le n} r^{-i}u_i^2` gives, with
+    :math:`X = \sum_{i < n} r^{-i}x_i^2` (:math:`x_i = s^N_i - s^I_i`) and the tail
+    :math:`v_n = \sum_{j \ge n} s^N_j` (jobs per station),
+
+    .. math::
+
+        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[v_n^3] \le \frac{K_3(N)}{N^2}, \qquad
+        P(M < i) \le \frac{K_X(N)}{\xi_i^2 N^2} \quad (1 \le i \le i^*),
+
+    and, when :math:`\delta > 0` and :math:`n = i^*+1` (so :math:`v_n = W`), the cubic
+    identity of the top gives :math:`N E[W^2] \le K_W(N)/N`.  :math:`K_X, K_3, K_W`
+    decrease in N to finite limits.  The lower bounds of order :math:`N^{-1/2}`
+    (``rate-cor-sharp``) follow.
+
+    Attributes
+    ----------
+    lam, p : float
+        The inputs.
+    top_level : int
+        :math:`i^*`.
+    level : int
+        :math:`n` (:math:`i^*+1` when the top is not critical, :math:`i^*+2` when it is,
+        unless given).
+    theta : float
+        :math:`\theta_n`: :math:`\delta` for :math:`n = i^*+1`, :math:`p` otherwise.
+    r : float
+        :math:`\lambda/(1-p)`.
+    delta : float
+        :math:`\delta = p - \lambda s^I_{i^*}` (0 at a critical top).
+    critical : bool
+        True when :math:`\delta = 0` to rounding.
+    T : float
+        :math:`T_n = \sum_{i=1}^{n} r^{-i}`.
+    c_F : float
+        :math:`c_F = \sum_{j=0}^{n-1} (n-j) r^j`: :math:`F \le c_F(X + r^{-n}v_n^2)`.
+    kappa : float
+        :math:`\kappa = \frac52(1+\lambda)T_n c_F`.
+    xi : ndarray, shape (i*,)
+        :math:`\xi_i = \sum_{j=i}^{i^*} r^{-j}(s^I_j)^2`: :math:`X \ge \xi_i` on
+        :math:`\{M < i\}`.
+    tail_sums : ndarray, shape (i*,)
+        :math:`v^I_i`, :math:`i = 1..i^*`.
+    longest_c : ndarray, shape (i*,)
+        The constants of ``rate-cor-top``: :math:`P(M < i) \le` ``longest_c[i-1]`` / N.
+    """
+
+    lam: float
+    p: float
+    top_level: int
+    level: int
+    theta: float
+    r: float
+    delta: float
+    critical: bool
+    T: float
+    c_F: float
+    kappa: float
+    xi: np.ndarray = field(repr=False)
+    tail_sums: np.ndarray = field(repr=False)
+    longest_c: np.ndarray = field(repr=False)
+
+    def _J(self, n):
+        lam, p, r, th, T, k = self.lam, self.p, self.r, self.theta, self.T, self.kappa
+        rn = r ** self.level
+        return (k * lam * T / (1 - p)
+                + (2 * k ** 2 * lam * rn * T / th ** 2 + (1 + lam) * T ** 2 / 2) / n)
+
+    def _KX(self, n):
+        return 2 * (1 + self.r) * self._J(n) / (1 - self.p)
+
+    def _K3(self, n):
+        return 2 * self.r ** (2 * self.level) * self._J(n) / self.theta
+
+    def _need_top(self, what):
+        if self.critical or self.level != self.top_level + 1 or self.top_level == 0:
+            raise ValueError(f"p: {what} needs a non-critical top (delta > 0), i* >= 1 and "
+                             f"level = i* + 1; got delta={self.delta}, i*={self.top_level}, "
+                             f"level={self.level}")
+
+    def _KW(self, n):
+        lam, r, d, K, T = self.lam, self.r, self.delta, self.top_level, self.T
+        return (2 / d) * ((1 + lam) * lam * r ** (K + 1) * T / d
+                          + lam * self._K3(n) ** (2 / 3)
+                          * (2 * lam * r ** (2 * K) * self._KX(n) / d) ** (1 / 3))
+
+    def fourth_moment_bound(self, n_stations):
+        r"""Bound on :math:`E[X^2]`, :math:`X = \sum_{i < n} r^{-i}(s^N_i - s^I_i)^2`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            :math:`K_X(N)/N^2` (jobs per station, to the fourth power); same shape as
+            ``n_stations``.  :math:`E[(s^N_i - s^I_i)^4] \le r^{2i}` times this
+            (:math:`i < n`).
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self._KX(n) / n ** 2, scalar)
+
+    def tail_cube_bound(self, n_stations):
+        r"""Bound on :math:`E[v_n^3]` (for :math:`n = i^*+1`, the mass above the top cubed).
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            :math:`K_3(N)/N^2`, same shape as ``n_stations``.
+        """
+        n, scalar = _as_n(n_stations)
+        return _out(self._K3(n) / n ** 2, scalar)
+
+    def top_sq_bound(self, n_stations):
+        r"""Bound on :math:`w = N E[(W^N)^2]` (condition (C1)): :math:`K_W(N)/N`.
+
+        Parameters
+        ----------
+        n_stations : int or array of int
+            N, each ``>= 1``.
+
+        Returns
+        -------
+        float or ndarray
+            Same shape as ``n_stations``; tends to 0 like :math:`1/N`.
+
+        Raises
+        ------
+        ValueError
+            If the top is critical, :math:`i^* = 0`, or ``level`` is not :math:`i^*+1`.
+        """
+        self._need_top("top_sq_bound")
+        n, scalar = _as_n(n_stations)
+        return _out(self._KW(n) / n, scalar)
+
+    def longest_bound(self, n_stations):
+        r"""Bounds on :math:`P(M^N < i)`, :math:`i = 1..i^*`, at one N.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        ndarray, shape (i*,)
+            :math:`\min\bigl(K_X(N)/(\xi_i^2N^2),\ c_i/N\bigr)`, :math:`c_i` the constant
+            of ``rate-cor-top`` (probabilities).
+        """
+        return self._longest(_n_float(check_n_stations(n_stations)))
+
+    def _longest(self, n):
+        return np.minimum(self._KX(n) / (self.xi ** 2 * n ** 2), self.longest_c / n)
+
+    def below_top_bound(self, n_stations):
+        r"""Bound on :math:`m = N P(M^N < i^*)` (condition (C2)).
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            N times the last entry of :meth:`longest_bound`; tends to 0 like :math:`1/N`.
+
+        Raises
+        ------
+        ValueError
+            If :math:`i^* = 0`.
+        """
+        if self.top_level == 0:
+            raise ValueError("p: below_top_bound needs a populated top level (p < lam)")
+        n = _n_float(check_n_stations(n_stations))
+        return float(n * self._longest(n)[-1])
+
+    def _eps(self, n):
+        lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
+        pm = self._longest(n)
+        ri = _powers(r, -K, -1)[::-1]                        # r^{-i}, i = 1..K
+        idle = p * float(np.sum(ri * self.tail_sums * pm)) * n
+        cross = lam * r ** -(K + 1) * math.sqrt(self._KW(n) * lam * r ** K * T / (1 - p))
+        return (idle + cross / math.sqrt(n)) / (1 - p)
+
+    def l2_lower(self, n_stations):
+        r"""Below a non-critical top: lower bound on :math:`E\sum_{i \le i^*}(s^N_i - s^I_i)^2`.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :math:`\min(r, r^{i^*})\,(1 - \varepsilon_N)^+/N` (jobs per station, squared),
+            with :math:`\varepsilon_N = O(N^{-1/2})` of ``rate-cor-sharp``.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`top_sq_bound`.
+        """
+        self._need_top("l2_lower")
+        n = _n_float(check_n_stations(n_stations))
+        return min(self.r, self.r ** self.top_level) * max(1.0 - self._eps(n), 0.0) / n
+
+    def l1_lower(self, n_stations):
+        r"""Lower bound on :math:`E\|s^N - s^I\|_1` at one N (order :math:`N^{-1/2}`).
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            Non-critical top (``level`` :math:`= i^*+1`):
+            :math:`\sqrt{\min(r, r^{i^*})}\,((1-\varepsilon_N)^+)^{3/2}/\sqrt{K_X(N)N}`.
+            Critical top (``level`` :math:`= i^*+2`): :math:`y^3/\sqrt{(i^*+1)^3
+            \sum_{i \le i^*+1} r^{2i}K_X(N)/N^2}` with :math:`y` the positive root of
+            :math:`c_0(y^2 + \beta y) = p/N`, :math:`c_0 = \max(1-p, \lambda)`,
+            :math:`\beta = (K_3(N)/N^2)^{1/3}` (jobs per station).
+
+        Raises
+        ------
+        ValueError
+            If the top is critical and ``level`` is not :math:`i^*+2`, or as
+            :meth:`top_sq_bound` otherwise.
+        """
+        n = _n_float(check_n_stations(n_stations))
+        K, r = self.top_level, self.r
+        if self.critical:
+            if self.level != K + 2:
+                raise ValueError(f"level: the critical lower bound uses level = i* + 2 = "
+                                 f"{K + 2}, got {self.level}")
+            c0 = max(1.0 - self.p, self.lam)
+            beta = (self._K3(n) / n ** 2) ** (1 / 3)
+            y = 0.5 * (-beta + math.sqrt(beta ** 2 + 4 * self.p / (c0 * n)))
+            d4 = (K + 1) ** 3 * float(_powers(r, 2, 2 * (K + 1))[::2].sum()) \
+                * self._KX(n) / n ** 2
+            return y ** 3 / math.sqrt(d4)
+        self._need_top("l1_lower")
+        m = min(r, r ** K)
+        return math.sqrt(m) * max(1.0 - self._eps(n), 0.0) ** 1.5 / math.sqrt(self._KX(n) * n)
+
+    def l1_lower_limit(self):
+        r"""The limit of :math:`\sqrt N` times :meth:`l1_lower` as :math:`N \to \infty`.
+
+        Returns
+        -------
+        float
+            A lower bound on :math:`\liminf_N \sqrt N E\|s^N - s^I\|_1` (jobs per station
+            times :math:`\sqrt N`): :math:`\sqrt{\min(r, r^{i^*})/K_X(\infty)}` below a
+            non-critical top, :math:`(p/c_0)^{3/2}/\sqrt{(i^*+1)^3K_X(\infty)\sum_{i \le
+            i^*+1}r^{2i}}` at a critical one.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`l1_lower`.
+        """
+        K, r, KX = self.top_level, self.r, self._KX(math.inf)
+        if self.critical:
+            if self.level != K + 2:
+                raise ValueError(f"level: the critical lower bound uses level = i* + 2 = "
+                                 f"{K + 2}, got {self.level}")
+            c0 = max(1.0 - self.p, self.lam)
+            s = float(_powers(r, 2, 2 * (K + 1))[::2].sum())
+            return (self.p / c0) ** 1.5 / math.sqrt((K + 1) ** 3 * KX * s)
+        self._need_top("l1_lower_limit")
+        return math.sqrt(min(r, r ** K) / KX)
+
+    def top_mass_limit_error(self, n_stations):
+        r"""Bound on :math:`|N E W^N - \rho/(1-\rho)|`, :math:`\rho = \lambda s^I_{i^*}/p`.
+
+        Parameters
+        ----------
+        n_stations : int
+            N ``>= 1``.
+
+        Returns
+        -------
+        float
+            :math:`\frac1\delta\bigl(\lambda \bar d + \lambda\sqrt{K_W\lambda r^{i^*}T/(1-p)}
+            /\sqrt N + (1-p)K_W/N\bigr)`, :math:`\bar d = \frac{p}{1-p}\sum_{j \le i^*}
+            r^{i^*-j}\pi_j`, :math:`\pi_j` from :meth:`longest_bound`; order
+            :math:`N^{-1/2}`.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`top_sq_bound`.
+        """
+        self._need_top("top_mass_limit_error")
+        n = _n_float(check_n_stations(n_stations))
+        lam, p, r, K, T = self.lam, self.p, self.r, self.top_level, self.T
+        pm = self._longest(n)
+        dbar = p / (1 - p) * float(np.sum(_powers(r, 0, K - 1)[::-1] * pm))
+        KW = self._KW(n)
+        return (lam * dbar + lam * math.sqrt(KW * lam * r ** K * T / (1 - p) / n)
+                + (1 - p) * KW / n) / self.delta
+
+
+def quartic_bounds(lam, p, level=None):
+    r"""Constants of the proved moment bounds of order three and four.
+
+    Parameters
+    ----------
+    lam : float
+        Arrival rate per station, ``0 < lam < 1``.
+    p : float
+        Centralization fraction, ``0 < p < 1``.
+    level : int, optional
+        The level :math:`n` of the energy, ``>= i* + 1``, and ``>= i* + 2`` at a
+        critical top.  Default: :math:`i^*+1` when the top is not critical (the bounds on
+        the mass above the top need it), :math:`i^*+2` when it is.
+
+    Returns
+    -------
+    QuarticBounds
+        Its methods evaluate, at given N, the bounds on :math:`E[X^2]`,
+        :math:`E[v_n^3]`, :math:`N E[W^2]`, :math:`P(M < i)`, and the lower bounds of
+        order :math:`N^{-1/2}` on the distance to :math:`s^I`.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is outside ``(0, 1)``, ``p`` outside ``(0, 1)``, or ``level`` is below
+        :math:`i^*+1` (below :math:`i^*+2` at a critical top) or above :math:`i^* + 60`.
+
+    References
+    ----------
+    The book's appendix ``book/lemmas-rate.md`` (theorem ``rate-thm-quartic``,
+    corollary ``rate-cor-sharp``).
+
+    Examples
+    --------
+    >>> qb = quartic_bounds(0.7, 0.2)
+    >>> qb.level, qb.top_sq_bound(10**6) < qb.top_sq_bound(10**3)
+    (4, True)
+    """
+    lam = check_lam(lam)
+    p = check_p(p)
+    if lam == 0.0:
+        raise ValueError("lam must satisfy 0 < lam < 1, got 0.0")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must satisfy 0 < p < 1, got {p}")
+    rc = rate_constants(lam, p)
+    K = rc.top_level
+    crit = bool(rc.critical or rc.delta <= 0.0)
+    lo = K + 2 if crit else K + 1
+    if level is None:
+        level = lo
+    level = check_positive_int(level, "level")
+    if not lo <= level <= K + 60:
+        raise ValueError(f"level must satisfy {lo} <= level <= {K + 60} (i* = {K}"
+                         f"{', critical top' if crit else ''}), got {level}")
+    n, r = level, rc.r
+    theta = rc.delta if n == K + 1 else p
+    T = float(_powers(r, -n, -1).sum())
+    cF = float(np.sum((n - np.arange(n)) * _powers(r, 0, n - 1)))
+    kappa = 2.5 * (1 + lam) * T * cF
+    sI = rc.invariant_state
+    if K:
+        terms = _powers(r, -K, -1)[::-1] * sI[1:K + 1] ** 2  # r^{-j}(s^I_j)^2, j = 1..K
+        xi = np.cumsum(terms[::-1])[::-1]
+        vI = np.asarray(invariant_tail_sums(lam, p)[1:K + 1], dtype=float)
+    else:
+        xi = vI = np.zeros(0)
+    return QuarticBounds(lam=lam, p=p, top_level=K, level=n, theta=float(theta), r=r,
+                         delta=rc.delta, critical=crit, T=T, c_F=cF, kappa=kappa, xi=xi,
+                         tail_sums=vI, longest_c=np.asarray(rc.longest_c, dtype=float))
