@@ -250,7 +250,9 @@ def batch_means_coverage(batch_length, correlation_time, *, n_batches=20, n_chai
     .. math::
 
         \operatorname{Var} \bar X_i = \frac{2v}{x}\Bigl(1 - \frac{1-q}{x}\Bigr),
-        \qquad
+
+    .. math::
+
         \operatorname{Cov}(\bar X_i, \bar X_{i+k}) = v\,\frac{(1-q)^2}{x^2}\,q^{k-1}
         \quad (k \ge 1,\ \text{same chain}).
 
