@@ -78,6 +78,7 @@ __all__ = [
 
 # Largest state space solved by a sparse direct factorisation under method="auto".
 _DIRECT_LIMIT = 5_000
+_AGGREGATION_FROM = 10.0  # seconds of estimated GMRES time
 # Largest state space exact_stationary builds, whatever memory_limit says: ranks and
 # generator indices are int64 in the compiled kernels; far beyond any memory anyway.
 _MAX_STATES = 2**40
@@ -429,8 +430,8 @@ def exact_stationary(n_stations, lam, p, *, max_queue=None, boundary_mass=None,
         Gauss-Seidel smoothing (see Notes); ``"auto"`` picks direct up to 5000 states,
         and beyond where its estimated time is under half of GMRES's (e.g. two
         stations with hundreds of levels), when its estimate is within the budgets;
-        otherwise aggregation for four or more stations where its estimate is below
-        GMRES's, GMRES else.
+        otherwise aggregation for four or more stations where GMRES is estimated to
+        take more than 10 s and aggregation less, GMRES else.
     tol : float
         Convergence target: the returned :math:`\pi` satisfies
         :math:`\max_j |(\pi Q)_j| \le` ``tol`` times the largest total event rate
@@ -565,8 +566,10 @@ def _check_budget(n, K, method, maxiter, memory_limit, max_seconds):
         g = _cost.estimate(n, K, "gmres", maxiter, _RESTART)
         # direct up to 5000 states, and beyond where its estimate is under half of
         # GMRES's (narrow chains: N = 2 with hundreds of levels factorise in seconds)
+        # aggregation for N >= 4 where GMRES would take more than 10 s and aggregation is
+        # estimated faster (below that, GMRES: its residual is the tighter one)
         a = _cost.estimate(n, K, "aggregation", maxiter, _RESTART)
-        if n >= 4 and a.seconds < g.seconds:
+        if n >= 4 and g.seconds > _AGGREGATION_FROM and a.seconds < g.seconds:
             used, g = "aggregation", a
         if (S <= _DIRECT_LIMIT or d.seconds < 0.5 * g.seconds) \
                 and d.seconds <= max_seconds and d.bytes <= memory_limit:

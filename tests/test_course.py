@@ -383,7 +383,7 @@ def book_numbers(html: str) -> dict:
         "exercises": [c.split()[1] for c in caps if c.startswith("Exercise ")],
         "statements": [tuple(c.split()[:2]) for c in caps if re.match(rf"({_KINDS}) \d", c)],
         "figures": [c.split()[1].rstrip(".") for c in caps if c.startswith("Fig. ")],
-        "equations": re.findall(r'class="eqno">\((\d+)\)', article),
+        "equations": re.findall(r'class="eqno">\((\d+(?:\.\d+)?)\)', article),
     }
 
 
@@ -391,10 +391,10 @@ def notebook_numbers(nb) -> dict:
     """The same numbers as a student notebook writes them."""
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     return {
-        "exercises": re.findall(r"^### Exercise (\d+)", md, re.M),
-        "statements": re.findall(rf"\*\*({_KINDS}) (\d+)\b", md),
-        "figures": re.findall(r"\*\*Figure (\d+)\.\*\*", md),
-        "equations": re.findall(r"\\tag\{(\d+)\}", md),
+        "exercises": re.findall(r"^### Exercise (\d+(?:\.\d+)?)", md, re.M),
+        "statements": re.findall(rf"\*\*({_KINDS}) (\d+(?:\.\d+)?)\b", md),
+        "figures": re.findall(r"\*\*Figure (\d+(?:\.\d+)?)\.\*\*", md),
+        "equations": re.findall(r"\\tag\{(\d+(?:\.\d+)?)\}", md),
     }
 
 

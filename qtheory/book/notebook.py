@@ -83,8 +83,8 @@ def glue(name, variable, display=True):
     """Glue ``variable`` under ``name`` for the book's text, with or without MyST-NB.
 
     Where MyST-NB is installed (the book's build), this is ``myst_nb.glue``: the value
-    is recorded in the cell's output and the text quotes it with
-    ``{glue:text}`name:.3f```.  Elsewhere (Colab, a plain JupyterLab, a script) nothing
+    is recorded in the cell's output and the text quotes it with MyST-NB's ``glue:text``
+    role (the name and a format, such as ``name:.3f``).  Elsewhere (Colab, a plain JupyterLab, a script) nothing
     is recorded: the value is shown if ``display`` is true and otherwise ignored, so that
     the chapter runs all the same.
 
