@@ -114,7 +114,10 @@ class _Fresh(_abc.MetaPathFinder):
         return None
 
 _sys.meta_path.insert(0, _Fresh())
-_sys.path[:] = [p for p in _sys.path if not p.startswith({root!r})]
+# the repository's folders, but not the environment when it lives inside the repository
+# (a clone's .venv): its site-packages are what a fresh environment would have
+_sys.path[:] = [p for p in _sys.path
+                if not p.startswith({root!r}) or p.startswith(_sys.prefix)]
 del _abc, _Fresh
 '''
 
