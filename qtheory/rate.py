@@ -866,7 +866,10 @@ class QuarticBounds:
 
     .. math::
 
-        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[v_n^3] \le \frac{K_3(N)}{N^2}, \qquad
+        E[X^2] \le \frac{K_X(N)}{N^2}, \qquad E[v_n^3] \le \frac{K_3(N)}{N^2},
+
+    .. math::
+
         P(M < i) \le \frac{K_X(N)}{\xi_i^2 N^2} \quad (1 \le i \le i^*),
 
     and, when :math:`\delta > 0` and :math:`n = i^*+1` (so :math:`v_n = W`), the cubic
