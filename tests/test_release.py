@@ -45,7 +45,11 @@ NOT_LIBRARY = {"test_chapters.py", "test_book_quality.py", "test_browser.py",
                "test_claims_gate.py", "test_course.py", "test_pdf.py", "test_release.py",
                "test_readme.py", "test_explorers.py", "test_accessibility.py",
                "test_notebook_route.py", "test_epub.py", "test_proof_map.py",
-               "test_reader_view.py", "test_readme_notes.py"}
+               "test_reader_view.py", "test_readme_notes.py", "test_notebooks_outside.py",
+               "test_round_trip.py", "test_two_layers.py"}
+# what a test of the book (not of the library) imports: the wheel's clean venv has none
+BOOK_ONLY_IMPORTS = re.compile(r"^\s*(from|import) (built_book|yaml|nbformat|jupytext|playwright)\b",
+                               re.M)
 CFFCONVERT = "cffconvert==2.0.0"
 CFF_SCHEMA_IN_WHEEL = "cffconvert/schemas/1.2.0/schema.json"
 VERSION = qtheory_version()
@@ -192,6 +196,13 @@ def test_library_tests_found():
     names = {p.name for p in library_tests()}
     assert {"test_invariant.py", "test_simulation.py", "test_fluid.py"} <= names
     assert not names & {"test_chapters.py", "test_browser.py", "test_course.py"}
+
+
+def test_library_tests_import_only_the_library():
+    """A test file that imports the book's machinery cannot be collected in the wheel's
+    clean venv (CI's release test): it must be listed in NOT_LIBRARY."""
+    wrong = [p.name for p in library_tests() if BOOK_ONLY_IMPORTS.search(p.read_text())]
+    assert wrong == [], f"add to NOT_LIBRARY in tests/test_release.py: {wrong}"
 
 
 @pytest.mark.slow
