@@ -127,7 +127,9 @@ def counter_kind(kind: str) -> str:
 def chapter_numbers() -> dict:
     """{page stem: its chapter number as text} for the numbered pages of ``_toc.yml``;
     a page nested under a chapter (``sections:``) has its chapter's number (figures,
-    results and equations are counted per chapter: ``numfig_secnum_depth: 1``)."""
+    results and equations are counted per chapter: ``numfig_secnum_depth: 1``). A part
+    with ``style: alphaupper`` (the appendices) is lettered A, B, ... and, with
+    ``restart_numbering``, starts again at A, as sphinx-external-toc numbers it."""
     global _CHAPTER_NUMBERS
     if _CHAPTER_NUMBERS is None:
         toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -139,17 +141,35 @@ def chapter_numbers() -> dict:
                     out[Path(sub["file"]).stem] = number
                 nested(sub, number)
 
+        letters = 0
         for part in toc.get("parts", []):
+            lettered = part.get("style") == "alphaupper"
+            if lettered and part.get("restart_numbering"):
+                letters = 0
             for ch in part.get("chapters", []):
                 if part.get("numbered") and "file" in ch:
-                    n += 1
-                    out[Path(ch["file"]).stem] = str(n)
-                    nested(ch, str(n))
+                    if lettered:
+                        letters += 1
+                        number = _alpha(letters)
+                    else:
+                        n += 1
+                        number = str(n)
+                    out[Path(ch["file"]).stem] = number
+                    nested(ch, number)
         _CHAPTER_NUMBERS = out
     return _CHAPTER_NUMBERS
 
 
 _CHAPTER_NUMBERS = None
+
+
+def _alpha(n: int) -> str:
+    """1 -> "A", 26 -> "Z", 27 -> "AA" (sphinx-external-toc's alphaupper)."""
+    out = ""
+    while n > 0:
+        n, rem = divmod(n - 1, 26)
+        out = chr(ord("A") + rem) + out
+    return out
 
 
 def format_number(prefix: str, n: int):

@@ -381,9 +381,9 @@ def book_numbers(html: str) -> dict:
     caps = re.findall(r'<span class="caption-number">([^<]*?)\s*</span>', article)
     return {
         "exercises": [c.split()[1] for c in caps if c.startswith("Exercise ")],
-        "statements": [tuple(c.split()[:2]) for c in caps if re.match(rf"({_KINDS}) \d", c)],
+        "statements": [tuple(c.split()[:2]) for c in caps if re.match(rf"({_KINDS}) [A-Z\d]", c)],
         "figures": [c.split()[1].rstrip(".") for c in caps if c.startswith("Fig. ")],
-        "equations": re.findall(r'class="eqno">\((\d+(?:\.\d+)?)\)', article),
+        "equations": re.findall(r'class="eqno">\(((?:[A-Z]+|\d+)(?:\.\d+)?)\)', article),
     }
 
 
@@ -391,10 +391,10 @@ def notebook_numbers(nb) -> dict:
     """The same numbers as a student notebook writes them."""
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     return {
-        "exercises": re.findall(r"^### Exercise (\d+(?:\.\d+)?)", md, re.M),
-        "statements": re.findall(rf"\*\*({_KINDS}) (\d+(?:\.\d+)?)\b", md),
-        "figures": re.findall(r"\*\*Figure (\d+(?:\.\d+)?)\.\*\*", md),
-        "equations": re.findall(r"\\tag\{(\d+(?:\.\d+)?)\}", md),
+        "exercises": re.findall(r"^### Exercise ((?:[A-Z]+|\d+)(?:\.\d+)?)", md, re.M),
+        "statements": re.findall(rf"\*\*({_KINDS}) ((?:[A-Z]+|\d+)(?:\.\d+)?)\b", md),
+        "figures": re.findall(r"\*\*Figure ((?:[A-Z]+|\d+)(?:\.\d+)?)\.\*\*", md),
+        "equations": re.findall(r"\\tag\{((?:[A-Z]+|\d+)(?:\.\d+)?)\}", md),
     }
 
 
@@ -473,7 +473,7 @@ def test_student_notebook(path, student_dir):
     for line in sol_text:
         assert line not in md, f"{path.name}: solution text left: {line[:60]!r}"
     n_ex = len(_exercises(path.read_text()))
-    assert len(re.findall(r"^### Exercise \d+", md, re.M)) == n_ex
+    assert len(re.findall(r"^### Exercise [A-Z\d]", md, re.M)) == n_ex
     assert sum("answer" in c.metadata.get("tags", []) for c in nb.cells) == n_ex
     # every non-solution code cell of the chapter is there, in order; the cells the
     # book hides (asserts backing the text, glue) too, with their input collapsed
@@ -772,7 +772,7 @@ def test_problem_set_student_notebook(tmp_path):
     for line in sol_text:
         assert line not in md, f"solution text left: {line[:60]!r}"
     n = len(_exercises(PROBLEMS.read_text()))
-    assert len(re.findall(r"^### Exercise \d+", md, re.M)) == n
+    assert len(re.findall(r"^### Exercise [A-Z\d]", md, re.M)) == n
     assert sum("answer" in c.metadata.get("tags", []) for c in nb.cells) == n
     outside = re.sub(r"```.*?```", "", md, flags=re.S)
     found = ROLE_OR_DIRECTIVE.search(outside)

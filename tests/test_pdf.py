@@ -137,7 +137,7 @@ def test_theorem_environments_with_html_numbers(text):
     for doc in chapters():
         page = HTML / f"{doc}.html"
         if page.is_file():
-            html_heads |= set(re.findall(kinds + r"\s+(\d+(?:\.\d+)*)\s*</span>",
+            html_heads |= set(re.findall(kinds + r"\s+((?:[A-Z]+|\d+)(?:\.\d+)*)\s*</span>",
                                          page.read_text(encoding="utf-8")))
     if not html_heads:
         skip_or_fail("no HTML build to compare theorem numbers with: bash scripts/book.sh")
@@ -151,8 +151,8 @@ def test_theorem_environments_with_html_numbers(text):
 
 def test_exercises_with_solutions(text):
     flat = _flat(text)
-    exercises = set(re.findall(r"Exercise (\d+(?:\.\d+)*)", flat))
-    solutions = set(re.findall(r"Solution to Exercise (\d+(?:\.\d+)*)", flat))
+    exercises = set(re.findall(r"Exercise ((?:[A-Z]+|\d+)(?:\.\d+)*)", flat))
+    solutions = set(re.findall(r"Solution to Exercise ((?:[A-Z]+|\d+)(?:\.\d+)*)", flat))
     assert len(exercises) >= 20, f"only {len(exercises)} exercises in the PDF"
     assert solutions and solutions <= exercises
     assert len(solutions) >= 0.8 * len(exercises), (len(solutions), len(exercises))
@@ -226,11 +226,11 @@ def test_figure_and_equation_numbers_equal_html(text):
         if not page.is_file():
             skip_or_fail(f"no HTML page {page.relative_to(ROOT)}: bash scripts/book.sh")
         html = page.read_text(encoding="utf-8")
-        html_figs += re.findall(r'caption-number">Fig\. (\d+(?:\.\d+)*)', html)
-        html_eqs |= set(re.findall(r'<span class="eqno">\((\d+(?:\.\d+)*)\)', html))
-    pdf_figs = re.findall(r"^Fig\. (\d+(?:\.\d+)*): ", text, re.M)
+        html_figs += re.findall(r'caption-number">Fig\. ((?:[A-Z]+|\d+)(?:\.\d+)*)', html)
+        html_eqs |= set(re.findall(r'<span class="eqno">\(((?:[A-Z]+|\d+)(?:\.\d+)*)\)', html))
+    pdf_figs = re.findall(r"^Fig\. ((?:[A-Z]+|\d+)(?:\.\d+)*): ", text, re.M)
     assert html_figs and pdf_figs == html_figs
-    pdf_eqs = set(re.findall(r"\((\d+(?:\.\d+)*)\)\s*$", text, re.M))
+    pdf_eqs = set(re.findall(r"\(((?:[A-Z]+|\d+)(?:\.\d+)*)\)\s*$", text, re.M))
     missing = sorted(html_eqs - pdf_eqs)
     assert html_eqs and not missing, f"equation numbers of the HTML not in the PDF: {missing}"
 

@@ -30,6 +30,11 @@ What it does
    added (no dead link); nor in the edition without solutions (``hide_solutions``), as
    both editions have them. The footer names the version and the licences.
    The text stand-ins of item 4 are dropped from the EPUB too (it shows no HTML output).
+6. **Lettered appendices in the PDF.** ``_toc.yml`` letters the appendix part (A, B, ...;
+   sphinx-external-toc's ``style: alphaupper``), so the HTML says "Lemma B.2". LaTeX
+   numbers its own chapters, so ``\\appendix`` is written before the first chapter of the
+   part captioned "Appendices": its chapters, figures and equations are lettered as in
+   the HTML.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ import shutil
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 LOGGER = logging.getLogger(__name__)
@@ -298,6 +305,28 @@ def _copy_pdf(app: Sphinx, exc) -> None:
         LOGGER.info(f"qtheory_edition: {name} copied into the HTML output")
 
 
+class _AppendixInLatex(SphinxPostTransform):
+    """Item 6: ``\\appendix`` before the first document of the "Appendices" part (LaTeX
+    only; after sphinx-jupyterbook-latex has turned the toctree captions into parts)."""
+
+    default_priority = 720  # sphinx-jupyterbook-latex's part transform is 700
+    formats = ("latex",)
+
+    def run(self, **kwargs) -> None:
+        # sphinx-jupyterbook-latex wraps each part in a start_of_file named by its caption
+        for part in self.document.findall(addnodes.start_of_file):
+            if part.get("docname") == APPENDIX_CAPTION:
+                first = next((n for n in part.findall(addnodes.start_of_file)
+                              if n is not part), None)
+                if first is not None:
+                    first.parent.insert(first.parent.index(first),
+                                        nodes.raw("", "\\appendix\n", format="latex"))
+                return
+
+
+APPENDIX_CAPTION = "Appendices"
+
+
 def setup(app: Sphinx):
     global _UNENUMERABLE
     app.setup_extension("sphinx_proof")
@@ -314,6 +343,7 @@ def setup(app: Sphinx):
         _exercise_visitor(exercise_nodes.visit_exercise_enumerable_node),
         exercise_nodes.depart_exercise_enumerable_node))
 
+    app.add_post_transform(_AppendixInLatex)
     app.connect("config-inited", _config_inited)
     # after sphinx-jupyterbook-latex, which asks for per-chapter numbers (2) with parts
     app.connect("builder-inited", _chapter_numbers, priority=900)
