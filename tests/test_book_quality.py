@@ -333,7 +333,7 @@ def figure_problems(page_rel: str, html: str, referenced: set[tuple[str, str]]) 
     itself (``referenced`` as computed by :func:`referenced_anchors`)."""
     problems = []
     for fid, body in FIGURE_RE.findall(html):
-        if not re.search(r'class="caption-number">Fig\. \d+', body):
+        if not re.search(r'class="caption-number">Fig\. (?:[A-Z]+|\d+)', body):
             problems.append(f"{fid}: no figure number")
         caption = re.search(r'class="caption-text">(.*?)</span>', body, flags=re.S)
         if not caption or not re.sub(r"<[^>]+>", "", caption.group(1)).strip():

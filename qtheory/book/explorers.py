@@ -554,8 +554,8 @@ def _describe(controls, extra):
              + f" ({len(c.values)} values)" for c in controls if c.keyed]
     n = int(np.prod([len(c.values) for c in controls if c.keyed]))
     grid = " \u00d7 ".join(parts)
-    return (f"Computed by qtheory when the book was built, on the grid "
-            f"{grid}: {n} settings; {extra} Values rounded to "
+    return (f"Precomputed by qtheory on the grid {grid}: {n} settings; {extra} "
+            f"Values rounded to "
             f"{DIGITS} significant digits.")
 
 
