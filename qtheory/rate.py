@@ -129,13 +129,13 @@ class RateConstants:
     c1, c2 : float
         :math:`E\|s^N - s^I\|_1 \le c_1 N^{-1/2} + c_2 N^{-1}` (levels 1..i*+2 of the
         energy identity; every case with ``0 < lam`` and ``p < 1``; ``inf`` for
-        ``p = 1``): :math:`c_1 = \sqrt{\lambda S_{i^*+1} T_{i^*+2}/(1-p)}`,
-        :math:`c_2 = \lambda r^{i^*+2} T_{i^*+2}/p`, with
-        :math:`S_m = \sum_{i=1}^m r^i`, :math:`T_n = \sum_{i=1}^n r^{-i}`.
+        ``p = 1``): :math:`c_1 = \sqrt{\lambda \mathcal T^+_{i^*+1} \mathcal T_{i^*+2}/(1-p)}`,
+        :math:`c_2 = \lambda r^{i^*+2} \mathcal T_{i^*+2}/p`, with
+        :math:`\mathcal T^+_m = \sum_{i=1}^m r^i`, :math:`\mathcal T_n = \sum_{i=1}^n r^{-i}`.
     c1_top, c2_top : float
         The same with levels 1..i*+1 (needs :math:`\delta > 0`; ``inf`` when critical):
-        :math:`c_1 = \sqrt{\lambda S_{i^*} T_{i^*+1}/(1-p)}`,
-        :math:`c_2 = \lambda r^{i^*+1} T_{i^*+1}/\delta`.  For :math:`\lambda < p`:
+        :math:`c_1 = \sqrt{\lambda \mathcal T^+_{i^*} \mathcal T_{i^*+1}/(1-p)}`,
+        :math:`c_2 = \lambda r^{i^*+1} \mathcal T_{i^*+1}/\delta`.  For :math:`\lambda < p`:
         ``c1_top = 0``, ``c2_top`` :math:`= \lambda/(p-\lambda)` (light traffic).
     energy_c : float
         :math:`\sum_{i=1}^{i^*+1} r^{-i} E[(s^N_i - s^I_i)^2] \le` ``energy_c`` / N,
