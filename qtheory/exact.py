@@ -710,6 +710,10 @@ def _solve_to_boundary_mass(n, lam, p, target, opts):
                 "32767; raise boundary_mass")
         # The ranks of the states do not depend on K: the smaller solution, padded
         # with zeros and scaled to pi_0 = 1, starts GMRES at the larger level.
+        # the budget is checked before the start vector is allocated (a K far out would
+        # otherwise raise MemoryError instead of the documented ValueError)
+        _check_budget(n, K, opts["method"], opts["maxiter"], opts["memory_limit"],
+                      opts["max_seconds"])
         S = math.comb(K + n, n)
         x0 = np.zeros(S)
         x0[:r2.n_states] = r2.probabilities / max(r2.probabilities[0], 1e-300)

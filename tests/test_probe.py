@@ -171,3 +171,13 @@ def test_rate_bounds_for_n_beyond_the_float_range():
     c = q.rate.rate_constants(0.9, 0.1)
     assert c.distance_bound(10**400) == 0.0 and c.top_mass_bound(10**400) == 0.0
     assert list(c.distance_bound([10, 10**400])) == [c.distance_bound(10), 0.0]
+
+
+@pytest.mark.parametrize("args", [(20, 0.9, 0.1, 1e-3), (50, 0.5, 0.3, 1e-6)])
+def test_boundary_mass_refuses_before_allocating(args):
+    """A target boundary mass that extrapolates to an astronomical max_queue is refused
+    with the documented ValueError (it raised MemoryError: the GMRES start vector was
+    allocated before the cost check)."""
+    n, lam, p, target = args
+    with pytest.raises(ValueError, match="estimated at"):
+        q.exact_stationary(n, lam, p, boundary_mass=target)
